@@ -1,0 +1,42 @@
+# Every target sets up what it needs on a fresh machine (Python 3.11, Java 17, gcc).
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+PROTOS  := $(shell find protos -name '*.proto')
+
+.PHONY: setup quickstart test lint protos check-protos bench
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first, from this machine's local CPU build: an unpinned torch would pull a CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[scienceworld,alfworld,trainer,dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## The main job: local servers, shipped task sets, a tiny CPU model.
+quickstart: setup
+	$(BIN)/trainer quickstart
+
+## The test command (CI runs exactly this).
+test: setup check-protos lint
+	$(BIN)/python -m pytest -q -m 'not gpu and not bench'
+
+lint: setup
+	$(BIN)/ruff check envhub trainer tests
+	$(BIN)/ruff format --check envhub trainer tests
+	$(BIN)/mypy
+
+## Regenerate the Python code for the wire contract from protos/.
+protos: setup
+	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
+
+## Fails when the generated code in envhub/v1 is not what `make protos` writes.
+check-protos: setup
+	$(BIN)/python -m envhub.tools.check_protos
+
+bench: setup
+	$(BIN)/envhub bench

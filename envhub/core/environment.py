@@ -1,0 +1,176 @@
+"""The environment contract every envhub environment implements.
+
+Two classes, kept as small as gymnasium's:
+
+* `EnvironmentKind`: one per environment name ("scienceworld", "alfworld"). It knows the
+  task set, declares capabilities, and makes `Environment` instances. A server builds one
+  kind object per worker process, so a kind may hold per-process resources (a JVM).
+* `Environment`: one live instance playing one task. It need not be thread-safe: the
+  server calls it from one thread of the worker process that owns it.
+
+Step limits, action logs, replay verification and snapshots are not the environment's
+job: `envhub.core.session.Session` does them once for every environment.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an environment supports; declared by its kind and checked by clients."""
+
+    native_snapshot: bool = False
+    """`Environment.native_state` returns plain data and `load_native_state` restores it."""
+    deterministic_replay: bool = True
+    """Replaying an action log reproduces the observations (tasks may opt out one by one)."""
+    expert: bool = False
+    """`Environment.expert_actions` answers."""
+    admissible_actions: bool = True
+    """`Environment.admissible_actions` answers."""
+    thread_safe: bool = False
+    """Several instances may run in threads of one process (otherwise: one thread per worker)."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One playable task of an environment kind."""
+
+    task_id: str
+    """Stable id, unique within the kind (e.g. "boil/3")."""
+    split: str
+    """Split the task belongs to (e.g. "train")."""
+    index: int
+    """Position of the task within its split."""
+    family: str = ""
+    """Task family (e.g. "boil", "pick_and_place_simple")."""
+    description: str = ""
+    """Goal text when known without starting the task."""
+    deterministic: bool = True
+    """False when replaying the same actions may give other observations."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the agent sees at one point of an episode."""
+
+    text: str
+    """Observation text."""
+    task_description: str = ""
+    """Natural-language goal of the task."""
+    score: float = 0.0
+    """Cumulative score as the environment defines it."""
+    info: Mapping[str, Any] = field(default_factory=dict)
+    """JSON-compatible extra information."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The outcome of one `Environment.step`."""
+
+    observation: Observation
+    reward: float
+    """Reward for this step (e.g. the score delta)."""
+    terminated: bool
+    """The episode ended inside the environment (success or failure)."""
+    won: bool = False
+    """The task was accomplished."""
+
+
+class Environment(abc.ABC):
+    """One live environment instance. Created by `EnvironmentKind.create`."""
+
+    @abc.abstractmethod
+    def reset(self, task: TaskSpec, *, seed: int, options: Mapping[str, str]) -> Observation:
+        """Start `task` from its initial state; equal seeds give equal episodes."""
+
+    @abc.abstractmethod
+    def step(self, action: str) -> StepResult:
+        """Apply one action. Unknown actions are a normal step, never an exception."""
+
+    def admissible_actions(self) -> list[str]:
+        """Actions valid in the current state (only called when a client asks)."""
+        raise NotImplementedError(f"{type(self).__name__} does not list admissible actions")
+
+    def expert_actions(self) -> list[str]:
+        """The expert's next action(s) from the current state, next first."""
+        raise NotImplementedError(f"{type(self).__name__} has no expert")
+
+    def replay(self, actions: Sequence[str]) -> list[str]:
+        """Apply `actions` after a reset and return each observation text.
+
+        Environments override this with a faster path (no admissible-action or info
+        computation); the default steps normally.
+        """
+        return [self.step(action).observation.text for action in actions]
+
+    def native_state(self) -> str:
+        """The current state as JSON text (only with `Capabilities.native_snapshot`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no native snapshot")
+
+    def load_native_state(
+        self, task: TaskSpec, *, seed: int, options: Mapping[str, str], state: str, observation: Observation
+    ) -> None:
+        """Put the environment into the state `native_state` returned.
+
+        `observation` is the observation recorded at that state, for environments whose
+        engine does not keep it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no native snapshot")
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources held by this instance."""
+
+
+class EnvironmentKind(abc.ABC):
+    """A named environment: its task set, capabilities, options, and a factory.
+
+    Subclasses set the class attributes and implement `tasks` and `create`.
+    """
+
+    name: str = ""
+    """Name used on the wire (e.g. "scienceworld")."""
+    version: str = ""
+    """Engine and task-set version; snapshots only restore on the same version."""
+    description: str = ""
+    capabilities: Capabilities = Capabilities()
+    default_max_steps: int = 50
+    options: Mapping[str, str] = {}
+    """Option names accepted at session creation, with a one-line description each."""
+
+    @abc.abstractmethod
+    def splits(self) -> list[str]:
+        """Split names in canonical order."""
+
+    @abc.abstractmethod
+    def tasks(self, split: str) -> Sequence[TaskSpec]:
+        """Tasks of one split, indexable by `TaskSpec.index`."""
+
+    @abc.abstractmethod
+    def create(self) -> Environment:
+        """A new environment instance (reset before use)."""
+
+    def task(self, task_id: str) -> TaskSpec:
+        """The task with this id; raises KeyError if unknown.
+
+        The default scans every split; kinds with large task sets override it.
+        """
+        for split in self.splits():
+            for spec in self.tasks(split):
+                if spec.task_id == task_id:
+                    return spec
+        raise KeyError(task_id)
+
+    def validate_options(self, options: Mapping[str, str]) -> None:
+        """Raise ValueError naming the bad option when `options` is not acceptable."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            known = ", ".join(sorted(self.options)) or "none"
+            raise ValueError(f"unknown option(s) {unknown} for {self.name}; known options: {known}")
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release per-process resources (called when a worker stops)."""

@@ -1,0 +1,1 @@
+"""Developer tools (protocol code generation checks)."""

@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC code (`make protos`); do not edit."""
