@@ -180,7 +180,10 @@ class Session:
         env = env or kind.create()
         if state.native_state and kind.capabilities.native_snapshot:
             env.load_native_state(
-                task, seed=state.seed, options=state.options, state=state.native_state,
+                task,
+                seed=state.seed,
+                options=state.options,
+                state=state.native_state,
                 observation=state.last_observation,
             )
         else:
@@ -226,4 +229,3 @@ def _diverged(task: TaskSpec, step: int, detail: str) -> errors.EnvhubError:
         step=str(step),
         task_id=task.task_id,
     )
-

@@ -21,7 +21,15 @@ def main() -> int:
     protos = sorted(str(p.relative_to(ROOT / "protos")) for p in (ROOT / "protos").rglob("*.proto"))
     with tempfile.TemporaryDirectory() as out:
         well_known = importlib.resources.files("grpc_tools") / "_proto"
-        args = ["protoc", "-Iprotos", f"-I{well_known}", f"--python_out={out}", f"--pyi_out={out}", f"--grpc_python_out={out}", *protos]
+        args = [
+            "protoc",
+            "-Iprotos",
+            f"-I{well_known}",
+            f"--python_out={out}",
+            f"--pyi_out={out}",
+            f"--grpc_python_out={out}",
+            *protos,
+        ]
         if protoc.main(args) != 0:
             print("protoc failed", file=sys.stderr)
             return 1
