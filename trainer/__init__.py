@@ -1,0 +1,1 @@
+"""envhub trainer: rollouts over gRPC, objectives, learner, Ray workers."""

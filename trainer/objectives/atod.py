@@ -1,0 +1,150 @@
+"""ATOD: the annealed OPD-GRPO hybrid advantage (ATOD paper section 4, OBJECTIVES.md section 4).
+
+    A_t = kappa(s) * A_OPD_t * w_{k(t)} + rho(s) * A_GRPO_t
+    p(s) = min(s / T, 1);  kappa(s) = max(kappa_min, kappa_init - (kappa_init - kappa_min) p(s))
+                           rho(s)   = rho_init + (rho_max - rho_init) p(s)
+with w from T-DUR (`trainer.objectives.tdur`), A_OPD from `opd`, A_GRPO from `grpo`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from envhub.core.errors import invalid_argument
+from trainer.objectives import diagnostics as names
+from trainer.objectives.batch import TokenBatch
+from trainer.objectives.grpo import GrpoConfig, broadcast_trajectory_values, compute_grpo_outcome_advantage
+from trainer.objectives.opd import OpdConfig, compute_opd_token_advantage, require_teacher
+from trainer.objectives.tdur import TDUR_UNITS, TdurUnit, compute_tdur_weights
+
+_REASON = "INVALID_OBJECTIVE_CONFIG"
+
+
+@dataclass(frozen=True)
+class AtodConfig:
+    """Hyperparameters of `atod_advantage` (field names are its keyword arguments).
+
+    The paper's table of schedule values was lost; the schedule defaults are OBJECTIVES.md's.
+    """
+
+    kappa_init: float = 1.0
+    """OPD coefficient kappa at step 0."""
+    kappa_min: float = 0.1
+    """Floor of kappa after annealing: a weak teacher anchor."""
+    rho_init: float = 0.1
+    """GRPO coefficient rho at step 0."""
+    rho_max: float = 1.0
+    """rho once annealing is complete."""
+    coef_anneal_steps: int = 100
+    """T: learner steps over which p(s) = min(s / T, 1) goes from 0 to 1."""
+    anneal: bool = True
+    """False fixes kappa = kappa_init and rho = rho_init (the `w/o Annealing` ablation)."""
+    tdur: TdurUnit = "turn"
+    """T-DUR unit: `turn` (ATOD), `token` (token-level reweighting ablation), `none` (w = 1)."""
+    tdur_eps: float = 1e-8
+    """A per-trajectory range of d or h below this normalises to 0.5."""
+    epsilon: float = 1e-6
+    """GRPO epsilon_A (see GrpoConfig)."""
+    logp_floor: float = -10.0
+    """OPD log-prob floor (see OpdConfig)."""
+    adv_clamp: float = 10.0
+    """OPD signal clamp (see OpdConfig)."""
+
+    def __post_init__(self) -> None:
+        GrpoConfig(epsilon=self.epsilon)
+        OpdConfig(logp_floor=self.logp_floor, adv_clamp=self.adv_clamp)
+        if not 0 <= self.kappa_min <= self.kappa_init:
+            raise invalid_argument(
+                f"atod needs 0 <= kappa_min <= kappa_init, got kappa_min={self.kappa_min}, "
+                f"kappa_init={self.kappa_init}",
+                reason=_REASON,
+            )
+        if self.rho_init < 0 or self.rho_max < 0:
+            raise invalid_argument(
+                f"atod rho_init and rho_max must be >= 0, got {self.rho_init}, {self.rho_max}", reason=_REASON
+            )
+        if self.coef_anneal_steps < 1:
+            raise invalid_argument(f"atod.coef_anneal_steps must be >= 1, got {self.coef_anneal_steps}", reason=_REASON)
+        if self.tdur not in TDUR_UNITS:
+            raise invalid_argument(f"atod.tdur must be one of {TDUR_UNITS}, got {self.tdur!r}", reason=_REASON)
+        if not self.tdur_eps > 0:
+            raise invalid_argument(f"atod.tdur_eps must be > 0, got {self.tdur_eps}", reason=_REASON)
+
+
+def atod_coefficients(
+    step: int,
+    *,
+    kappa_init: float = 1.0,
+    kappa_min: float = 0.1,
+    rho_init: float = 0.1,
+    rho_max: float = 1.0,
+    coef_anneal_steps: int = 100,
+    anneal: bool = True,
+) -> tuple[float, float]:
+    """(kappa(s), rho(s)) at global learner step `s` (eq. 10-12); the init values when `anneal` is off."""
+    if not anneal:
+        return kappa_init, rho_init
+    progress = min(max(step, 0) / coef_anneal_steps, 1.0)
+    kappa = max(kappa_min, kappa_init - (kappa_init - kappa_min) * progress)
+    rho = rho_init + (rho_max - rho_init) * progress
+    return kappa, rho
+
+
+def atod_advantage(
+    batch: TokenBatch,
+    *,
+    step: int,
+    kappa_init: float = 1.0,
+    kappa_min: float = 0.1,
+    rho_init: float = 0.1,
+    rho_max: float = 1.0,
+    coef_anneal_steps: int = 100,
+    anneal: bool = True,
+    tdur: TdurUnit = "turn",
+    tdur_eps: float = 1e-8,
+    epsilon: float = 1e-6,
+    logp_floor: float = -10.0,
+    adv_clamp: float = 10.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """ATOD hybrid token advantages (N, S), 0 off `loss_mask`, at global learner step `step`.
+
+    Metrics: the `grpo/*`, `opd/*` and `tdur/*` ones of its parts, plus `hybrid/kl_coef` (kappa),
+    `hybrid/rl_coef` (rho), `hybrid/opd_signal`, `hybrid/rl_signal` and `hybrid/opd_rl_ratio`.
+    """
+    logp_teacher = require_teacher(batch, "atod")
+    kappa, rho = atod_coefficients(
+        step,
+        kappa_init=kappa_init,
+        kappa_min=kappa_min,
+        rho_init=rho_init,
+        rho_max=rho_max,
+        coef_anneal_steps=coef_anneal_steps,
+        anneal=anneal,
+    )
+    per_traj, grpo_metrics = compute_grpo_outcome_advantage(batch.rewards, batch.group_ids, epsilon=epsilon)
+    a_grpo = broadcast_trajectory_values(per_traj.to(batch.logp_old.dtype), batch.traj_ids, batch.loss_mask)
+    a_opd, opd_metrics = compute_opd_token_advantage(
+        logp_teacher, batch.logp_old, batch.loss_mask, logp_floor=logp_floor, adv_clamp=adv_clamp
+    )
+    w, tdur_metrics = compute_tdur_weights(
+        batch.logp_old, logp_teacher, batch.turn_ids, batch.traj_ids, batch.loss_mask, tdur=tdur, eps=tdur_eps
+    )
+    opd_term = kappa * a_opd * w
+    rl_term = rho * a_grpo
+    num_tokens = batch.loss_mask.sum().clamp(min=1).to(batch.logp_old.dtype)
+    opd_signal = float(opd_term.abs().sum() / num_tokens)
+    rl_signal = float(rl_term.abs().sum() / num_tokens)
+    metrics = {
+        **grpo_metrics,
+        **opd_metrics,
+        **tdur_metrics,
+        names.KL_COEF: kappa,
+        names.RL_COEF: rho,
+        names.OPD_SIGNAL: opd_signal,
+        names.RL_SIGNAL: rl_signal,
+        names.OPD_RL_RATIO: opd_signal / rl_signal if rl_signal > 0 else math.nan,
+    }
+    return opd_term + rl_term, metrics

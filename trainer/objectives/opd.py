@@ -1,0 +1,107 @@
+"""OPD: on-policy distillation advantages (ATOD eq. 5-7, BranchOPD eq. 3, OBJECTIVES.md section 3).
+
+Vanilla OPD (n = 1) and Multi-Rollout OPD (n > 1) differ only in how many trajectories the rollout
+samples per task, so they share `opd_advantage`. DivOPD's turn score s(u) is `turn_kl_scores`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from envhub.core.errors import invalid_argument
+from trainer.objectives.batch import TokenBatch
+from trainer.objectives.segments import segment_index, segment_sum
+
+
+@dataclass(frozen=True)
+class OpdConfig:
+    """Hyperparameters of `opd_advantage` (field names are its keyword arguments)."""
+
+    logp_floor: float = -10.0
+    """Both log-probs are floored here before the difference, so one near-impossible token cannot dominate."""
+    adv_clamp: float = 10.0
+    """The signal delta_t is clamped to [-adv_clamp, adv_clamp]."""
+
+    def __post_init__(self) -> None:
+        if not self.logp_floor < 0:
+            raise invalid_argument(
+                f"opd.logp_floor must be < 0, got {self.logp_floor}", reason="INVALID_OBJECTIVE_CONFIG"
+            )
+        if not self.adv_clamp > 0:
+            raise invalid_argument(
+                f"opd.adv_clamp must be > 0, got {self.adv_clamp}", reason="INVALID_OBJECTIVE_CONFIG"
+            )
+
+
+def require_teacher(batch: TokenBatch, objective: str) -> torch.Tensor:
+    """The batch's teacher log-probs, or INVALID_ARGUMENT naming the objective that needs them."""
+    if batch.logp_teacher is None:
+        raise invalid_argument(
+            f"objective {objective!r} needs teacher log-probs, but TokenBatch.logp_teacher is None; "
+            "score the rollouts with the teacher (ScoringBackend) before computing advantages",
+            reason="TEACHER_LOGPROBS_MISSING",
+        )
+    return batch.logp_teacher
+
+
+def compute_opd_token_advantage(
+    logp_teacher: torch.Tensor,
+    logp_old: torch.Tensor,
+    loss_mask: torch.Tensor,
+    *,
+    logp_floor: float = -10.0,
+    adv_clamp: float = 10.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Sampled-token reverse-KL signal A_OPD_t = clamp(max(logp_T, floor) - max(logp_old, floor), -c, c).
+
+    Args:
+        logp_teacher, logp_old: (N, S) log-probs of the sampled tokens under the teacher / rollout policy.
+        loss_mask: (N, S) bool, the supervised tokens; the result is 0 elsewhere.
+
+    Returns:
+        A_OPD: (N, S); metrics `opd/reverse_kl` (mean of logp_old - logp_T over supervised tokens: the k1
+        estimate of KL(student || teacher) on student-visited states), `opd/adv_mean`, `opd/adv_abs_mean`,
+        `opd/clamp_frac` (share of supervised tokens the floor or the clamp changed).
+    """
+    zero = torch.zeros((), dtype=logp_old.dtype, device=logp_old.device)
+    logp_t = torch.where(loss_mask, logp_teacher, zero)
+    logp_s = torch.where(loss_mask, logp_old, zero)
+    delta = logp_t.clamp(min=logp_floor) - logp_s.clamp(min=logp_floor)
+    a_opd = torch.where(loss_mask, delta.clamp(-adv_clamp, adv_clamp), zero)
+    changed = (logp_t < logp_floor) | (logp_s < logp_floor) | (delta.abs() > adv_clamp)
+    n = loss_mask.sum().clamp(min=1).to(logp_old.dtype)
+    metrics = {
+        "opd/reverse_kl": float((logp_s - logp_t).sum() / n),
+        "opd/adv_mean": float(a_opd.sum() / n),
+        "opd/adv_abs_mean": float(a_opd.abs().sum() / n),
+        "opd/clamp_frac": float((changed & loss_mask).sum() / n),
+    }
+    return a_opd, metrics
+
+
+def opd_advantage(
+    batch: TokenBatch, *, step: int = 0, logp_floor: float = -10.0, adv_clamp: float = 10.0
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """OPD token advantages (N, S) for vanilla (n = 1) and Multi-Rollout (n > 1) OPD.
+
+    `step` is unused (OPD has no schedule); it is accepted for the registry's uniform signature.
+    """
+    del step
+    return compute_opd_token_advantage(
+        require_teacher(batch, "opd"), batch.logp_old, batch.loss_mask, logp_floor=logp_floor, adv_clamp=adv_clamp
+    )
+
+
+def turn_kl_scores(
+    logp_old: torch.Tensor, logp_teacher: torch.Tensor, turn_ids: torch.Tensor, loss_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DivOPD turn score s(u) = sum_t (logp_old(t) - logp_T(t)) over each turn's supervised tokens.
+
+    Args: (N, S) tensors as in TokenBatch. Returns `(turn ids (K,), s (K,))`, ids sorted ascending;
+    only turns with at least one supervised token appear.
+    """
+    unique_turns, inverse = segment_index(turn_ids[loss_mask])
+    signal = (logp_old - logp_teacher)[loss_mask]
+    return unique_turns, segment_sum(signal, inverse, int(unique_turns.numel()))

@@ -1,0 +1,111 @@
+"""Objectives by name: the learner asks here and never knows which objective runs.
+
+Each entry pairs an advantage function `fn(batch, *, step, **hyperparameters) -> (advantages (N, S),
+metrics)` with its config dataclass (field names = the function's keyword arguments), its default loss
+reduction and whether it needs teacher log-probs. DivOPD and BranchOPD register their own entries
+(`register_objective`) when they arrive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from envhub.core.errors import invalid_argument
+from trainer.objectives.atod import AtodConfig, atod_advantage
+from trainer.objectives.batch import TokenBatch
+from trainer.objectives.grpo import GrpoConfig, grpo_advantage
+from trainer.objectives.loss import Reduction, check_reduction
+from trainer.objectives.opd import OpdConfig, opd_advantage
+
+AdvantageFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
+"""`fn(batch: TokenBatch, *, step: int, **hyperparameters) -> (advantages (N, S), metrics)`."""
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """One registered objective."""
+
+    name: str
+    """Registry key, as written in config files."""
+    advantage: AdvantageFn
+    """The advantage function."""
+    config_cls: type[Any]
+    """Frozen dataclass of the advantage hyperparameters; `dataclasses.asdict(config)` are its kwargs."""
+    default_reduction: Reduction
+    """Loss reduction used when the config does not name one."""
+    needs_teacher: bool
+    """Whether the batch must carry `logp_teacher` (the driver then runs the teacher)."""
+
+    def __post_init__(self) -> None:
+        check_reduction(self.default_reduction)
+
+    def compute(self, batch: TokenBatch, config: Any, *, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+        """Advantages of `batch` at learner step `step` with the hyperparameters of `config`."""
+        if not isinstance(config, self.config_cls):
+            raise invalid_argument(
+                f"objective {self.name!r} takes a {self.config_cls.__name__}, got {type(config).__name__}",
+                reason="INVALID_OBJECTIVE_CONFIG",
+            )
+        return self.advantage(batch, step=step, **dataclasses.asdict(config))
+
+
+_REGISTRY: dict[str, ObjectiveSpec] = {}
+
+
+def register_objective(spec: ObjectiveSpec) -> None:
+    """Add an objective; a name can be registered once."""
+    if spec.name in _REGISTRY:
+        raise invalid_argument(f"objective {spec.name!r} is already registered", reason="OBJECTIVE_ALREADY_REGISTERED")
+    _REGISTRY[spec.name] = spec
+
+
+def objective_names() -> tuple[str, ...]:
+    """Every registered objective name, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def get_objective(name: str) -> ObjectiveSpec:
+    """The spec registered under `name`; INVALID_ARGUMENT (UNKNOWN_OBJECTIVE) listing the known names if none."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise invalid_argument(
+            f"unknown objective {name!r}; registered objectives: {', '.join(objective_names())}",
+            reason="UNKNOWN_OBJECTIVE",
+            objective=str(name),
+        ) from None
+
+
+def get_advantage(name: str) -> AdvantageFn:
+    """The advantage function registered under `name`."""
+    return get_objective(name).advantage
+
+
+def build_config(name: str, values: Mapping[str, Any] | None = None) -> Any:
+    """The config dataclass of objective `name` from a mapping (e.g. a YAML section), defaults for the rest.
+
+    Unknown keys raise INVALID_ARGUMENT (UNKNOWN_CONFIG_FIELD) naming the valid ones; bad values raise
+    the dataclass's own INVALID_ARGUMENT (INVALID_OBJECTIVE_CONFIG).
+    """
+    spec = get_objective(name)
+    valid = [f.name for f in dataclasses.fields(spec.config_cls)]
+    unknown = sorted(set(values or {}) - set(valid))
+    if unknown:
+        raise invalid_argument(
+            f"unknown {name} setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}",
+            reason="UNKNOWN_CONFIG_FIELD",
+        )
+    return spec.config_cls(**dict(values or {}))
+
+
+for _spec in (
+    ObjectiveSpec("grpo", grpo_advantage, GrpoConfig, "seq-mean-token-mean", needs_teacher=False),
+    ObjectiveSpec("opd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True),
+    ObjectiveSpec("atod", atod_advantage, AtodConfig, "seq-mean-token-mean", needs_teacher=True),
+):
+    register_objective(_spec)
