@@ -1,0 +1,61 @@
+"""VLLMBackend on a CUDA GPU (the [gpu] extra): log-probs against the HF backend, scoring, weight sync."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from trainer.backends import HFBackend, make_backend
+from trainer.models import make_tiny_model
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None or not torch.cuda.is_available(),
+        reason="needs a CUDA GPU and the [gpu] extra (vllm)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def folder(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    path = tmp_path_factory.mktemp("tiny-vllm")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def vllm_backend(folder: Path):  # type: ignore[no-untyped-def]
+    return make_backend("vllm", folder, dtype="float32", gpu_memory_utilization=0.2, enforce_eager=True)
+
+
+def test_vllm_logprobs_match_hf_scoring(vllm_backend, backend: HFBackend, prompts: list[list[int]]) -> None:  # type: ignore[no-untyped-def]
+    gens = vllm_backend.generate(prompts, max_new_tokens=12, temperature=1.0, top_logprobs=5, seed=0)
+    hf_scores = backend.score(prompts, [g.token_ids for g in gens])
+    for gen, expected in zip(gens, hf_scores, strict=True):
+        torch.testing.assert_close(torch.tensor(gen.logprobs), torch.tensor(expected), atol=2e-3, rtol=0)
+        assert gen.top_logprobs is not None and all(len(top) == 5 for top in gen.top_logprobs)
+    again = vllm_backend.generate(prompts, max_new_tokens=12, temperature=1.0, seed=0)
+    assert [g.token_ids for g in again] == [g.token_ids for g in gens]
+
+
+def test_vllm_score_matches_hf(vllm_backend, backend: HFBackend, prompts: list[list[int]]) -> None:  # type: ignore[no-untyped-def]
+    responses = [[5, 6, 7], [100, 200], [42] * 9, [7]]
+    for got, want in zip(vllm_backend.score(prompts, responses), backend.score(prompts, responses), strict=True):
+        torch.testing.assert_close(torch.tensor(got), torch.tensor(want), atol=2e-3, rtol=0)
+
+
+def test_vllm_update_weights(vllm_backend, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]) -> None:  # type: ignore[no-untyped-def]
+    other = make_tiny_model(tokenizer, seed=11)
+    reference = HFBackend(other, eos_token_ids=[], pad_token_id=tokenizer.pad_token_id)
+    responses = [[5, 6, 7]] * len(prompts)
+    vllm_backend.update_weights(other.state_dict())
+    for got, want in zip(vllm_backend.score(prompts, responses), reference.score(prompts, responses), strict=True):
+        torch.testing.assert_close(torch.tensor(got), torch.tensor(want), atol=2e-3, rtol=0)

@@ -1,0 +1,71 @@
+"""SFT: the loss covers response tokens only, and a tiny model learns a copy-the-target task fast."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+
+import pytest
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from trainer.backends import HFBackend
+from trainer.models import make_tiny_model, train_tokenizer
+from trainer.sft import _collate, evaluate_exact_match, sft_train
+
+RECEPTACLES = ["countertop", "fridge", "cabinet", "drawer", "shelf", "sinkbasin", "microwave", "desk", "sofa"]
+VERBS = ["go to", "open", "close", "examine"]
+
+
+def _pair(verb: str, receptacle: str, number: int) -> tuple[str, str]:
+    return (
+        f"Your task is to: {verb} the {receptacle} number {number}. Act:",
+        f"<action>{verb} {receptacle} {number}</action>",
+    )
+
+
+def test_collate_supervises_response_tokens_only() -> None:
+    ids, mask, labels = _collate([([5, 6, 7], [8, 9]), ([5], [10])], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7, 8, 9], [5, 10, 0, 0, 0]]
+    assert mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]]
+    assert labels.tolist() == [[-100, -100, -100, 8, 9], [-100, 10, -100, -100, -100]]
+
+
+def test_exact_match_counts_token_for_token(tokenizer: PreTrainedTokenizerBase) -> None:
+    model = make_tiny_model(tokenizer, seed=3)
+    prompts = [tokenizer.encode(t) for t in ["go to", "open the", "look"]]
+    backend = HFBackend(model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id)
+    greedy = [g.token_ids for g in backend.generate(prompts, max_new_tokens=4, temperature=0.0)]
+    wrong_last = [*greedy[2][:-1], (greedy[2][-1] + 1) % len(tokenizer)]
+    examples = [(prompts[0], greedy[0]), (prompts[1], greedy[1]), (prompts[2], wrong_last)]
+    assert evaluate_exact_match(model, tokenizer, examples) == 2 / 3
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Tiny matrices train faster on one thread, and far faster on a shared, oversubscribed machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_sft_learns_held_out_pairs() -> None:
+    combos = list(itertools.product(VERBS, RECEPTACLES, range(1, 6)))
+    random.Random(0).shuffle(combos)
+    tokenizer = train_tokenizer([" ".join(_pair(*c)) for c in combos], vocab_size=512)
+
+    def encode(combo: tuple[str, str, int]) -> tuple[list[int], list[int]]:
+        prompt, response = _pair(*combo)
+        return tokenizer.encode(prompt), [*tokenizer.encode(response), tokenizer.eos_token_id]
+
+    train, held_out = [encode(c) for c in combos[:150]], [encode(c) for c in combos[150:]]
+    model = make_tiny_model(tokenizer, hidden=64, layers=2, seed=0)
+    assert evaluate_exact_match(model, tokenizer, held_out) < 0.1
+    logged: list[dict[str, float]] = []
+    result = sft_train(model, tokenizer, train, steps=150, lr=3e-3, batch_tokens=1024, seed=0, log_fn=logged.append)
+    assert result["last_loss"] < 0.1 * result["first_loss"]
+    assert [entry["step"] for entry in logged] == [float(s) for s in range(10, 151, 10)]
+    assert evaluate_exact_match(model, tokenizer, held_out) >= 0.9

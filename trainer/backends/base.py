@@ -1,0 +1,57 @@
+"""The backend contract (docs/design/002-trainer.md): generation with log-probs, teacher scoring, weight sync."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from torch import Tensor
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass
+class Generation:
+    """One sampled response."""
+
+    token_ids: list[int]
+    """Response tokens, EOS (or the stop token) included when produced."""
+    logprobs: list[float]
+    """Log-prob of each response token under the untempered (T = 1) distribution: the learner's logp_old."""
+    top_logprobs: list[list[tuple[int, float]]] | None
+    """Per response token, the `top_logprobs` most likely (token id, log-prob) pairs, most likely first."""
+    finish_reason: FinishReason
+    """"stop" (EOS or a stop string was produced) or "length" (max_new_tokens reached)."""
+
+
+@runtime_checkable
+class GenerationBackend(Protocol):
+    """Samples responses for a batch of tokenised prompts and accepts new weights from the learner."""
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        top_logprobs: int = 0,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """One Generation per prompt; temperature 0 is greedy; a given seed makes the call reproducible."""
+        ...
+
+    def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
+        """Replace the model weights (names as in the HF model's state_dict)."""
+        ...
+
+
+@runtime_checkable
+class ScoringBackend(Protocol):
+    """Teacher-forced log-probs of given responses."""
+
+    def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
+        """Log-prob of each response token given the prompt and the previous response tokens."""
+        ...

@@ -1,0 +1,128 @@
+"""Generation and teacher scoring with vLLM (GPU only; the [gpu] extra, vLLM 0.33).
+
+Written against vLLM's documented offline API: `LLM.generate` with `TokensPrompt` and
+`SamplingParams(logprobs=k)` (raw, untempered log-probs: `logprobs_mode="raw_logprobs"`),
+`SamplingParams(prompt_logprobs=0)` for scoring, and `LLM.collective_rpc` with a worker extension
+for weight sync. See docs/gpu.md for what has and has not been run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+from trainer.backends.base import FinishReason, Generation
+
+_WORKER_EXTENSION = "trainer.backends.vllm_worker.WeightSyncExtension"
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:
+        raise ImportError(
+            "the vllm backend needs a CUDA GPU and the [gpu] extra: pip install 'envhub[gpu]' (vllm==0.33.0); "
+            "use backend 'hf' on CPU"
+        ) from exc
+    return vllm
+
+
+class VLLMBackend:
+    """A `GenerationBackend` and `ScoringBackend` over `vllm.LLM` with token-id prompts."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        dtype: str = "bfloat16",
+        gpu_memory_utilization: float = 0.5,
+        max_model_len: int | None = None,
+        stop: Sequence[str] = (),
+        max_logprobs: int = 20,
+        **engine_kwargs: Any,
+    ) -> None:
+        vllm = _import_vllm()
+        self._vllm = vllm
+        self.stop = list(stop)
+        self.llm = vllm.LLM(
+            model=str(model_path),
+            dtype=dtype,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            max_logprobs=max_logprobs,
+            logprobs_mode="raw_logprobs",
+            worker_extension_cls=_WORKER_EXTENSION,
+            **engine_kwargs,
+        )
+
+    def _prompts(self, rows: Sequence[Sequence[int]]) -> list[Any]:
+        return [self._vllm.TokensPrompt(prompt_token_ids=list(row)) for row in rows]
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        top_logprobs: int = 0,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """Sample one response per prompt; each prompt gets its own seed drawn from `seed`."""
+        seeds = random.Random(seed).sample(range(2**31), len(prompts)) if seed is not None else [None] * len(prompts)
+        params = [
+            self._vllm.SamplingParams(
+                n=1,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=top_k,
+                max_tokens=max_new_tokens,
+                logprobs=top_logprobs,
+                seed=prompt_seed,
+                stop=self.stop,
+                include_stop_str_in_output=True,
+            )
+            for prompt_seed in seeds
+        ]
+        outputs = self.llm.generate(self._prompts(prompts), sampling_params=params, use_tqdm=False)
+        return [self._to_generation(out.outputs[0], top_logprobs) for out in outputs]
+
+    @staticmethod
+    def _to_generation(completion: Any, top_logprobs: int) -> Generation:
+        token_ids = list(completion.token_ids)
+        per_token = completion.logprobs or []
+        if len(per_token) != len(token_ids):
+            raise RuntimeError(f"vLLM returned {len(per_token)} log-prob entries for {len(token_ids)} tokens")
+        logprobs = [entry[tok].logprob for tok, entry in zip(token_ids, per_token, strict=True)]
+        tops = None
+        if top_logprobs:
+            ranked = [sorted(entry.items(), key=lambda kv: kv[1].rank) for entry in per_token]
+            tops = [[(tok, lp.logprob) for tok, lp in entry if lp.rank <= top_logprobs] for entry in ranked]
+        if completion.finish_reason not in ("stop", "length"):
+            raise RuntimeError(f"vLLM finished a request with reason {completion.finish_reason!r}")
+        reason: FinishReason = completion.finish_reason
+        return Generation(token_ids, logprobs, tops, reason)
+
+    def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
+        """Teacher-forced log-probs of the response tokens, from vLLM's prompt log-probs."""
+        if len(prompts) != len(responses):
+            raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
+        params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        rows = [list(p) + list(r) for p, r in zip(prompts, responses, strict=True)]
+        outputs = self.llm.generate(self._prompts(rows), sampling_params=params, use_tqdm=False)
+        scores = []
+        for prompt, response, out in zip(prompts, responses, outputs, strict=True):
+            entries = out.prompt_logprobs[len(prompt) :]
+            scores.append([entry[tok].logprob for tok, entry in zip(response, entries, strict=True)])
+        return scores
+
+    def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
+        """Send the learner's HF-named weights to every vLLM worker and drop stale prefix-cache blocks."""
+        named = [(name, tensor.detach().cpu().contiguous()) for name, tensor in state_dict.items()]
+        self.llm.collective_rpc("envhub_load_weights", args=(named,))
+        self.llm.reset_prefix_cache()

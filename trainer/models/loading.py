@@ -1,0 +1,69 @@
+"""Load models and tokenizers from local Hugging Face folders (never from a hub) and compare tokenizers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+_MISMATCH_SAMPLE = 5
+
+
+def _local_folder(path: str | Path) -> Path:
+    folder = Path(path)
+    if not (folder / "config.json").is_file() and not (folder / "tokenizer.json").is_file():
+        raise FileNotFoundError(
+            f"{folder} is not a local Hugging Face folder (no config.json or tokenizer.json); "
+            "models load from local paths only: make one with `trainer make-models` or save one with save_pretrained"
+        )
+    return folder
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer saved in a local folder, left-padded (the layout batched generation needs)."""
+    tokenizer = AutoTokenizer.from_pretrained(_local_folder(path), local_files_only=True)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(
+    path: str | Path, *, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+) -> PreTrainedModel:
+    """A causal LM from a local folder, on `device` in `dtype`, in eval mode."""
+    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
+        _local_folder(path), local_files_only=True, dtype=dtype
+    )
+    torch.nn.Module.to(model, device)
+    model.eval()
+    return model
+
+
+def check_same_tokenizer(a: PreTrainedTokenizerBase, b: PreTrainedTokenizerBase) -> None:
+    """Raise ValueError naming what differs when teacher and student tokenizers are not the same.
+
+    Compares vocabulary size, the EOS/pad/special tokens and the token -> id mapping (reporting
+    a sample of tokens whose ids differ).
+    """
+    problems: list[str] = []
+    if len(a) != len(b):
+        problems.append(f"vocabulary size {len(a)} != {len(b)}")
+    for attr in ("eos_token", "pad_token", "bos_token"):
+        if getattr(a, attr) != getattr(b, attr):
+            problems.append(f"{attr} {getattr(a, attr)!r} != {getattr(b, attr)!r}")
+    if sorted(a.all_special_tokens) != sorted(b.all_special_tokens):
+        only_a = sorted(set(a.all_special_tokens) - set(b.all_special_tokens))
+        only_b = sorted(set(b.all_special_tokens) - set(a.all_special_tokens))
+        problems.append(f"special tokens differ: only in first {only_a}, only in second {only_b}")
+    vocab_a, vocab_b = a.get_vocab(), b.get_vocab()
+    differing = sorted(tok for tok in vocab_a.keys() | vocab_b.keys() if vocab_a.get(tok) != vocab_b.get(tok))
+    if differing:
+        sample = ", ".join(f"{tok!r}: {vocab_a.get(tok)} vs {vocab_b.get(tok)}" for tok in differing[:_MISMATCH_SAMPLE])
+        problems.append(f"{len(differing)} tokens map to different ids (e.g. {sample})")
+    if problems:
+        raise ValueError(
+            "teacher and student must share one tokenizer (teacher log-probs are compared token by token): "
+            + "; ".join(problems)
+        )

@@ -1,0 +1,115 @@
+"""Supervised fine-tuning on (prompt ids, response ids) pairs: the loss is on response tokens only."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from trainer.backends.hf import HFBackend
+
+Example = tuple[list[int], list[int]]
+"""(prompt token ids, response token ids); the response usually ends with EOS."""
+
+
+def _collate(batch: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad -> (input_ids, attention_mask, labels) with labels -100 outside the responses. (B, S) each."""
+    width = max(len(p) + len(r) for p, r in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    for i, (prompt, response) in enumerate(batch):
+        row = torch.tensor(list(prompt) + list(response), dtype=torch.long)
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+        labels[i, len(prompt) : len(row)] = row[len(prompt) :]
+    return ids, mask, labels
+
+
+def _token_budget_batches(examples: Sequence[Example], batch_tokens: int, rng: random.Random) -> list[list[Example]]:
+    """One shuffled epoch cut into batches of at most `batch_tokens` tokens (at least one example each)."""
+    order = list(examples)
+    rng.shuffle(order)
+    batches: list[list[Example]] = [[]]
+    used = 0
+    for example in order:
+        size = len(example[0]) + len(example[1])
+        if batches[-1] and used + size > batch_tokens:
+            batches.append([])
+            used = 0
+        batches[-1].append(example)
+        used += size
+    return batches
+
+
+def sft_train(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    examples: Sequence[Example],
+    *,
+    steps: int,
+    lr: float = 1e-3,
+    batch_tokens: int = 4096,
+    seed: int = 0,
+    max_grad_norm: float = 1.0,
+    weight_decay: float = 0.0,
+    log_fn: Callable[[dict[str, float]], None] | None = None,
+    log_every: int = 10,
+) -> dict[str, float]:
+    """Train `model` in place for `steps` AdamW steps; returns {first_loss, last_loss, steps, tokens, seconds}.
+
+    The loss is the mean cross-entropy over response tokens of a batch of about `batch_tokens` tokens;
+    gradients are clipped to `max_grad_norm`. `log_fn` receives {step, loss, grad_norm} every `log_every` steps.
+    """
+    if not examples:
+        raise ValueError("sft_train needs at least one example")
+    if any(not response for _, response in examples):
+        raise ValueError("every example needs a non-empty response")
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    device = next(model.parameters()).device
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    model.train()
+    pending: list[list[Example]] = []
+    losses: list[float] = []
+    tokens = 0
+    start = time.perf_counter()
+    for step in range(1, steps + 1):
+        if not pending:
+            pending = _token_budget_batches(examples, batch_tokens, rng)
+        ids, mask, labels = (t.to(device) for t in _collate(pending.pop(), tokenizer.pad_token_id))
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        optimizer.step()
+        losses.append(loss.item())
+        tokens += int(mask.sum())
+        if log_fn is not None and (step % log_every == 0 or step == steps):
+            log_fn({"step": float(step), "loss": losses[-1], "grad_norm": float(grad_norm)})
+    model.eval()
+    return {
+        "first_loss": losses[0] if losses else float("nan"),
+        "last_loss": losses[-1] if losses else float("nan"),
+        "steps": float(steps),
+        "tokens": float(tokens),
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def evaluate_exact_match(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, examples: Sequence[Example], *, batch_size: int = 64
+) -> float:
+    """Fraction of examples whose greedy response equals the target response token for token."""
+    if not examples:
+        raise ValueError("evaluate_exact_match needs at least one example")
+    backend = HFBackend(
+        model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id, batch_size=batch_size
+    )
+    longest = max(len(response) for _, response in examples)
+    generations = backend.generate([list(p) for p, _ in examples], max_new_tokens=longest, temperature=0.0)
+    hits = sum(gen.token_ids == list(target) for gen, (_, target) in zip(generations, examples, strict=True))
+    return hits / len(examples)
