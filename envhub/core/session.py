@@ -88,8 +88,14 @@ class Session:
             kind.validate_options(options)
         except ValueError as exc:
             raise errors.invalid_argument(str(exc), "BAD_OPTION") from exc
+        owned = env is None
         env = env or kind.create()
-        observation = env.reset(task, seed=seed, options=options)
+        try:
+            observation = env.reset(task, seed=seed, options=options)
+        except BaseException:
+            if owned:
+                env.close()
+            raise
         return cls(
             kind=kind,
             env=env,

@@ -1,0 +1,1 @@
+"""Server-level benchmark (`envhub bench`): gRPC versus in-process, workers, restore depth, memory."""

@@ -1,0 +1,142 @@
+"""The `envhub` command: `serve` (default), `play` and `bench`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator, Sequence
+
+from envhub.core.errors import EnvhubError
+from envhub.core.registry import KINDS
+
+DEFAULT_ENV = "scienceworld"
+
+
+def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("serve", help="run a server (the default command)")
+    p.add_argument(
+        "--env", action="append", choices=sorted(KINDS), help=f"environment to host (repeatable; default {DEFAULT_ENV})"
+    )
+    p.add_argument("--host", default="localhost", help="address to bind (0.0.0.0 for other machines)")
+    p.add_argument("--port", type=int, default=50051)
+    p.add_argument("--workers", type=int, default=1, help="worker processes per environment")
+    p.add_argument("--max-sessions", type=int, default=256)
+    p.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed")
+    p.add_argument("--max-action-bytes", type=int, default=4096)
+    p.add_argument("--max-message-bytes", type=int, default=16 * 1024 * 1024)
+    p.add_argument("--drain-grace", type=float, default=30.0, help="seconds in-flight calls get on SIGTERM")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
+    p.add_argument("--token-file", default=None, help="file with a shared token (or set ENVHUB_TOKEN)")
+    p.add_argument("--tls-cert", default=None, help="PEM certificate chain (with --tls-key)")
+    p.add_argument("--tls-key", default=None, help="PEM private key")
+    p.add_argument("--snapshot-key-file", default=None, help="HMAC key shared by replicas (or ENVHUB_SNAPSHOT_KEY)")
+    p.add_argument("--replica-id", default="", help="prefix of session ids (default: random)")
+
+
+def _client_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--env", default=DEFAULT_ENV, choices=sorted(KINDS))
+    p.add_argument("--target", default=None, help="host:port of a running server (default: start one here)")
+    p.add_argument("--token-file", default=None, help="file with the server's shared token (or set ENVHUB_TOKEN)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="envhub", description="gRPC servers for text environments")
+    parser.add_argument("--log-level", default="INFO")
+    sub = parser.add_subparsers(dest="command")
+    _serve_parser(sub)
+    play = sub.add_parser("play", help="play a task by hand")
+    _client_arguments(play)
+    play.add_argument("--task", default=None, help="task id, e.g. boil/0 (default: the first train task)")
+    play.add_argument("--seed", type=int, default=0)
+    bench = sub.add_parser("bench", help="measure latency, throughput, restore cost and memory")
+    bench.add_argument("--env", default=DEFAULT_ENV, choices=sorted(KINDS))
+    bench.add_argument("--task", default=None, help="task id to step (default: the environment's bench task)")
+    bench.add_argument("--out", default="docs/results", help="folder for envhub-bench.json and .md")
+    bench.add_argument("--sessions", type=int, default=50, help="concurrent sessions for the memory figure")
+    bench.add_argument("--steps", type=int, default=200, help="steps per latency measurement")
+    return parser
+
+
+def _token(path: str | None) -> str | None:
+    if path:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    return os.environ.get("ENVHUB_TOKEN") or None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from envhub.server import ServerConfig, serve
+
+    config = ServerConfig(
+        environments=tuple(args.env or [DEFAULT_ENV]),
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        max_sessions=args.max_sessions,
+        idle_timeout_s=args.idle_timeout,
+        max_action_bytes=args.max_action_bytes,
+        max_message_bytes=args.max_message_bytes,
+        drain_grace_s=args.drain_grace,
+        metrics_port=args.metrics_port,
+        token=_token(args.token_file),
+        tls_cert_file=args.tls_cert,
+        tls_key_file=args.tls_key,
+        snapshot_key_file=args.snapshot_key_file,
+        replica_id=args.replica_id,
+    )
+    try:
+        asyncio.run(serve(config))
+    except EnvhubError as error:  # an environment failed to start: say why, without a traceback
+        logging.getLogger("envhub").error("cannot serve: %s", error.message)
+        return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _target(args: argparse.Namespace) -> Iterator[str]:
+    """The given --target, or a local server started for the duration."""
+    if args.target:
+        yield args.target
+        return
+    from envhub.server.background import BackgroundServer
+
+    print(f"starting a local {args.env} server...", file=sys.stderr)
+    with BackgroundServer.local(args.env) as server:
+        yield server.target
+
+
+def _play(args: argparse.Namespace) -> int:
+    from envhub.client import EnvhubClient
+    from envhub.client.play import play
+
+    with _target(args) as target, EnvhubClient(target, token=_token(args.token_file)) as client:
+        task_id = args.task or client.list_tasks(args.env, "train")[0].task_id
+        play(client, client.create_session(args.env, task_id=task_id, seed=args.seed, admissible=True))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from envhub.bench.run import BenchSettings, run_bench
+
+    run_bench(BenchSettings(args.env, args.task, args.out, args.sessions, args.steps))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `envhub` script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    args = parser.parse_args(argv or ["serve"])
+    if args.command is None:
+        args = parser.parse_args([*argv, "serve"])
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    commands = {"serve": _serve, "play": _play, "bench": _bench}
+    return commands[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Request builders and response converters shared by the sync and asyncio clients."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from google.protobuf import json_format
+
+from envhub.client import types
+from envhub.v1 import envhub_pb2 as pb
+
+
+def selector(task_id: str | None, split: str | None, index: int | None) -> pb.TaskSelector | None:
+    """A task id, or a (split, index) pair, or None when neither is given."""
+    if task_id is not None:
+        if split is not None or index is not None:
+            raise ValueError("give either task_id or split and index, not both")
+        return pb.TaskSelector(task_id=task_id)
+    if split is not None or index is not None:
+        if split is None or index is None:
+            raise ValueError("split and index go together")
+        return pb.TaskSelector(split_index=pb.SplitIndex(split=split, index=index))
+    return None
+
+
+def create_request(
+    environment: str,
+    task_id: str | None,
+    split: str | None,
+    index: int | None,
+    seed: int,
+    options: Mapping[str, str] | None,
+    max_steps: int,
+    admissible: bool,
+) -> pb.CreateSessionRequest:
+    task = selector(task_id, split, index)
+    if task is None:
+        raise ValueError("a task is required: task_id=... or split=..., index=...")
+    return pb.CreateSessionRequest(
+        environment=environment,
+        task=task,
+        seed=seed,
+        options=dict(options or {}),
+        max_steps=max_steps,
+        include_admissible_actions=admissible,
+    )
+
+
+def reset_request(
+    session_id: str, task_id: str | None, split: str | None, index: int | None, seed: int | None, admissible: bool
+) -> pb.ResetSessionRequest:
+    request = pb.ResetSessionRequest(session_id=session_id, include_admissible_actions=admissible)
+    task = selector(task_id, split, index)
+    if task is not None:
+        request.task.CopyFrom(task)
+    if seed is not None:
+        request.seed = seed
+    return request
+
+
+def environment(message: pb.EnvironmentInfo) -> types.EnvironmentInfo:
+    caps = message.capabilities
+    return types.EnvironmentInfo(
+        name=message.name,
+        version=message.version,
+        description=message.description,
+        splits=dict(zip(message.splits, message.split_sizes, strict=True)),
+        capabilities=types.Capabilities(
+            native_snapshot=caps.native_snapshot,
+            deterministic_replay=caps.deterministic_replay,
+            expert=caps.expert,
+            admissible_actions=caps.admissible_actions,
+        ),
+        default_max_steps=message.default_max_steps,
+        options=dict(message.options),
+    )
+
+
+def task(message: pb.TaskInfo) -> types.TaskInfo:
+    return types.TaskInfo(
+        task_id=message.task_id,
+        split=message.split,
+        index=message.index,
+        family=message.family,
+        description=message.description,
+        deterministic=message.deterministic,
+    )
+
+
+def observation(message: pb.Observation) -> types.Observation:
+    return types.Observation(
+        text=message.text,
+        task_description=message.task_description,
+        score=message.score,
+        step_index=message.step_index,
+        admissible_actions=tuple(message.admissible_actions) if message.has_admissible_actions else None,
+        info=json_format.MessageToDict(message.info),
+    )
+
+
+def step(message: pb.StepResponse) -> types.StepResult:
+    result = message.result
+    return types.StepResult(
+        observation=observation(result.observation),
+        reward=result.reward,
+        terminated=result.terminated,
+        truncated=result.truncated,
+        won=result.won,
+    )
+
+
+def session_start(message: pb.CreateSessionResponse | pb.RestoreSnapshotResponse) -> types.SessionStart:
+    return types.SessionStart(
+        session_id=message.session_id, task=task(message.task), observation=observation(message.observation)
+    )
+
+
+def snapshot_environment(data: bytes) -> str:
+    """The environment named inside snapshot bytes, for routing only (not verified; servers verify)."""
+    envelope = pb.SignedSnapshot.FromString(data)
+    return pb.SnapshotState.FromString(envelope.state).environment

@@ -1,0 +1,92 @@
+"""Typed results of the envhub client: frozen dataclasses mirroring the wire messages.
+
+Why dataclasses and not the proto messages: they are plain Python values (tuples, dicts,
+floats) that compare by value, pickle cheaply across Ray process boundaries, and keep
+callers independent of the protobuf API; `info` is a dict rather than a `Struct`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an environment declares it supports (see `EnvironmentInfo`)."""
+
+    native_snapshot: bool
+    deterministic_replay: bool
+    expert: bool
+    admissible_actions: bool
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    """An environment kind hosted by a server."""
+
+    name: str
+    version: str
+    description: str
+    splits: Mapping[str, int]
+    """Split name -> number of tasks, in canonical order."""
+    capabilities: Capabilities
+    default_max_steps: int
+    options: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One playable task."""
+
+    task_id: str
+    split: str
+    index: int
+    family: str = ""
+    description: str = ""
+    deterministic: bool = True
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the agent sees; `admissible_actions` is None unless it was requested."""
+
+    text: str
+    task_description: str = ""
+    score: float = 0.0
+    step_index: int = 0
+    admissible_actions: tuple[str, ...] | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The outcome of one step."""
+
+    observation: Observation
+    reward: float
+    terminated: bool
+    truncated: bool
+    won: bool
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+
+@dataclass(frozen=True)
+class SessionStart:
+    """A new session (from CreateSession or RestoreSnapshot) and its first observation."""
+
+    session_id: str
+    task: TaskInfo
+    observation: Observation
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A signed snapshot: opaque bytes for RestoreSnapshot, and the step it was taken at."""
+
+    data: bytes
+    step_index: int

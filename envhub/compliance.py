@@ -1,0 +1,203 @@
+"""Checks every envhub environment must pass over a real server, reusable per environment.
+
+    spec = ComplianceSpec("scienceworld", {"boil/0": ["look around", "open door to kitchen", ...]})
+    run_all(EnvhubClient(target), spec)
+
+Each `check_*` function raises `ComplianceError` with a message saying what differed.
+The server under test must allow at least `spec.max_sessions` sessions, or exactly that many
+when `check_max_sessions` runs (it fills the server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from envhub.client import EnvhubClient, EnvhubError, StepResult
+from envhub.v1 import envhub_pb2 as pb
+
+
+class ComplianceError(AssertionError):
+    """An environment or server broke the envhub contract."""
+
+
+@dataclass(frozen=True)
+class ComplianceSpec:
+    """What to play: an environment, a few deterministic tasks, and a few actions for each."""
+
+    environment: str
+    tasks: Mapping[str, Sequence[str]]
+    """Deterministic task id -> actions to play from reset (at least 2 each)."""
+    seed: int = 7
+    max_sessions: int | None = None
+    """The server's max_sessions, for `check_max_sessions` (None skips it)."""
+
+    def __post_init__(self) -> None:
+        if not self.tasks or any(len(actions) < 2 for actions in self.tasks.values()):
+            raise ValueError("give at least one task with at least two actions")
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise ComplianceError(message)
+
+
+def _trace(result: StepResult) -> tuple[object, ...]:
+    obs = result.observation
+    return (obs.text, obs.score, obs.step_index, result.reward, result.terminated, result.truncated, result.won)
+
+
+def _play(client: EnvhubClient, session_id: str, actions: Sequence[str]) -> list[tuple[object, ...]]:
+    return [_trace(client.step(session_id, action)) for action in actions]
+
+
+def _expect_error(call: Callable[[], object], code: grpc.StatusCode, what: str, reason: str = "") -> EnvhubError:
+    try:
+        call()
+    except EnvhubError as error:
+        _expect(error.code == code, f"{what}: expected {code.name}, got {error}")
+        _expect(not reason or error.reason == reason, f"{what}: expected reason {reason}, got {error.reason}")
+        return error
+    raise ComplianceError(f"{what}: expected {code.name}, but the call succeeded")
+
+
+def check_seed_determinism(client: EnvhubClient, spec: ComplianceSpec) -> None:
+    """Two sessions with the same task and seed see the same reset and the same steps."""
+    for task_id, actions in spec.tasks.items():
+        traces = []
+        for _ in range(2):
+            start = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
+            traces.append((start.observation, _play(client, start.session_id, actions)))
+            client.close_session(start.session_id)
+        _expect(traces[0][0] == traces[1][0], f"{task_id}: two resets with seed {spec.seed} differ")
+        for index, (first, second) in enumerate(zip(traces[0][1], traces[1][1], strict=True), start=1):
+            _expect(first == second, f"{task_id}: step {index} differs between equal seeds: {first} != {second}")
+
+
+def check_snapshot_restore(client: EnvhubClient, spec: ComplianceSpec) -> None:
+    """A restored snapshot shows the recorded observation and continues like the original."""
+    for task_id, actions in spec.tasks.items():
+        half = len(actions) // 2
+        start = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
+        _play(client, start.session_id, actions[:half])
+        snapshot = client.snapshot(start.session_id)
+        _expect(snapshot.step_index == half, f"{task_id}: snapshot step_index {snapshot.step_index} != {half}")
+        original = _play(client, start.session_id, actions[half:])
+        restored = client.restore(snapshot)
+        _expect(restored.observation.step_index == half, f"{task_id}: restored step_index is not {half}")
+        continued = _play(client, restored.session_id, actions[half:])
+        _expect(original == continued, f"{task_id}: the restored session continues differently")
+        client.close_session(start.session_id)
+        client.close_session(restored.session_id)
+
+
+def check_fork(client: EnvhubClient, spec: ComplianceSpec) -> None:
+    """Forks continue exactly like the original, and independently of each other."""
+    for task_id, actions in spec.tasks.items():
+        half = len(actions) // 2
+        start = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
+        _play(client, start.session_id, actions[:half])
+        forks = client.fork(start.session_id, 2)
+        _expect(len(set(forks)) == 2 and start.session_id not in forks, f"{task_id}: fork ids are not new and distinct")
+        original = _play(client, start.session_id, actions[half:])
+        first = _play(client, forks[0], actions[half:])
+        _play(client, forks[1], actions[:1])  # an unrelated step must not disturb the first fork's history
+        _expect(original == first, f"{task_id}: a fork continues differently from its source")
+        for session_id in (start.session_id, *forks):
+            client.close_session(session_id)
+
+
+def check_error_codes(client: EnvhubClient, spec: ComplianceSpec) -> None:
+    """Each bad request gets its status code and leaves other sessions working."""
+    task_id, actions = next(iter(spec.tasks.items()))
+    witness = client.create_session(spec.environment, task_id=task_id, seed=spec.seed, max_steps=1000)
+    closed = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
+    client.close_session(closed.session_id)
+    good = client.snapshot(witness.session_id).data
+    envelope = pb.SignedSnapshot.FromString(good)
+    tampered = pb.SignedSnapshot(state=envelope.state + b"\x00", signature=envelope.signature).SerializeToString()
+    invalid, not_found = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND
+    env = spec.environment
+    bad_requests: list[tuple[str, grpc.StatusCode, Callable[[], object]]] = [
+        ("unknown session", not_found, lambda: client.step("nosuchreplica.0", actions[0])),
+        ("closed session", not_found, lambda: client.step(closed.session_id, actions[0])),
+        ("empty action", invalid, lambda: client.step(witness.session_id, "")),
+        ("1 MB action", invalid, lambda: client.step(witness.session_id, "x" * 1_000_000)),
+        ("unknown environment", invalid, lambda: client.create_session("no-such-env", task_id=task_id)),
+        ("unknown task", invalid, lambda: client.create_session(env, task_id="no/such/task")),
+        ("split index out of range", invalid, lambda: client.create_session(env, split="train", index=10**9)),
+        ("unknown split", invalid, lambda: client.create_session(env, split="no-such-split", index=0)),
+        ("bad option", invalid, lambda: client.create_session(env, task_id=task_id, options={"no_such": "1"})),
+        ("garbage snapshot", invalid, lambda: client.restore(b"\xff\x00garbage" * 7)),
+        ("truncated snapshot", invalid, lambda: client.restore(good[: len(good) // 2])),
+        ("tampered snapshot", invalid, lambda: client.restore(tampered)),
+        ("empty snapshot", invalid, lambda: client.restore(b"")),
+        ("fork count 0", invalid, lambda: client.fork(witness.session_id, 0)),
+    ]
+    for what, code, call in bad_requests:
+        _expect_error(call, code, what)
+        before = client.snapshot(witness.session_id).step_index
+        after = client.step(witness.session_id, actions[0]).observation.step_index
+        _expect(after == before + 1, f"after the {what} request the witness session stopped working")
+    client.close_session(witness.session_id)
+
+
+def check_episode_over(client: EnvhubClient, spec: ComplianceSpec) -> None:
+    """A step after the episode ended (here: truncated by max_steps=1) is FAILED_PRECONDITION."""
+    task_id, actions = next(iter(spec.tasks.items()))
+    start = client.create_session(spec.environment, task_id=task_id, seed=spec.seed, max_steps=1)
+    result = client.step(start.session_id, actions[0])
+    _expect(result.done, f"{task_id}: max_steps=1 did not end the episode after one step")
+    _expect_error(
+        lambda: client.step(start.session_id, actions[1]), grpc.StatusCode.FAILED_PRECONDITION, "step after the end"
+    )
+    client.reset_session(start.session_id)
+    _expect(client.step(start.session_id, actions[0]) == result, f"{task_id}: reset did not restart the episode")
+    client.close_session(start.session_id)
+
+
+def check_double_close(client: EnvhubClient, spec: ComplianceSpec) -> None:
+    """Closing a session twice answers NOT_FOUND the second time."""
+    task_id = next(iter(spec.tasks))
+    start = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
+    client.close_session(start.session_id)
+    _expect_error(lambda: client.close_session(start.session_id), grpc.StatusCode.NOT_FOUND, "second close")
+
+
+def check_max_sessions(client: EnvhubClient, spec: ComplianceSpec) -> None:
+    """Past the server's max_sessions, CreateSession answers RESOURCE_EXHAUSTED; closing frees room."""
+    if spec.max_sessions is None:
+        return
+    task_id = next(iter(spec.tasks))
+    opened = [client.create_session(spec.environment, task_id=task_id).session_id for _ in range(spec.max_sessions)]
+    try:
+        _expect_error(
+            lambda: client.create_session(spec.environment, task_id=task_id),
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "one session too many",
+        )
+        client.close_session(opened.pop())
+        opened.append(client.create_session(spec.environment, task_id=task_id).session_id)
+    finally:
+        for session_id in opened:
+            client.close_session(session_id)
+
+
+CHECKS: tuple[Callable[[EnvhubClient, ComplianceSpec], None], ...] = (
+    check_seed_determinism,
+    check_snapshot_restore,
+    check_fork,
+    check_error_codes,
+    check_episode_over,
+    check_double_close,
+    check_max_sessions,
+)
+"""Every check, in a cheap-first order."""
+
+
+def run_all(client: EnvhubClient, spec: ComplianceSpec) -> None:
+    """Run every check; the first failure raises `ComplianceError`."""
+    for check in CHECKS:
+        check(client, spec)

@@ -1,0 +1,1 @@
+"""ScienceWorld as an envhub environment kind (`envhub.envs.scienceworld.kind:ScienceWorldKind`)."""

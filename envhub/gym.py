@@ -1,0 +1,170 @@
+"""A `gymnasium.Env` over one envhub session: text observations, text actions.
+
+    from envhub.client import EnvhubClient
+    from envhub.gym import EnvhubGymEnv
+
+    env = EnvhubGymEnv(EnvhubClient("localhost:50051"), "scienceworld", task_id="boil/0")
+    observation, info = env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step("look around")
+
+The session is created on the first `reset` and reset in place afterwards; `close()` closes it.
+Both spaces are `gymnasium.spaces.Text` over printable ASCII (`string.printable`).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import gymnasium
+from gymnasium import spaces
+
+from envhub.client import types
+
+CHARSET = frozenset(string.printable)
+"""Characters of observations and actions (printable ASCII, including whitespace)."""
+
+
+class SessionClient(Protocol):
+    """What the adapter needs from a client: `EnvhubClient` and `EnvhubPool` both fit."""
+
+    def create_session(
+        self,
+        environment: str,
+        *,
+        task_id: str | None = ...,
+        split: str | None = ...,
+        index: int | None = ...,
+        seed: int = ...,
+        options: Mapping[str, str] | None = ...,
+        max_steps: int = ...,
+        admissible: bool = ...,
+        timeout: float | None = ...,
+    ) -> types.SessionStart: ...
+
+    def reset_session(
+        self,
+        session_id: str,
+        *,
+        task_id: str | None = ...,
+        split: str | None = ...,
+        index: int | None = ...,
+        seed: int | None = ...,
+        admissible: bool = ...,
+        timeout: float | None = ...,
+    ) -> types.SessionStart: ...
+
+    def step(
+        self, session_id: str, action: str, *, admissible: bool = ..., timeout: float | None = ...
+    ) -> types.StepResult: ...
+
+    def close_session(self, session_id: str, timeout: float | None = ...) -> None: ...
+
+
+class EnvhubGymEnv(gymnasium.Env[str, str]):
+    """One envhub session as a gymnasium environment (reward, terminated and truncated from the server)."""
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 - gymnasium declares it so
+
+    def __init__(
+        self,
+        client: SessionClient,
+        environment: str,
+        *,
+        task_id: str | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        env_options: Mapping[str, str] | None = None,
+        max_steps: int = 0,
+        admissible: bool = False,
+        max_observation_length: int = 16384,
+        max_action_length: int = 256,
+        render_mode: str | None = None,
+    ) -> None:
+        if task_id is None and (split is None or index is None):
+            raise ValueError("choose a task: task_id=... or split=..., index=...")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        self._client = client
+        self._environment = environment
+        self._task_id, self._split, self._index = task_id, split, index
+        self._current_task = ""
+        self._env_options = dict(env_options or {})
+        self._max_steps = max_steps
+        self._admissible = admissible
+        self._session_id: str | None = None
+        self._last_text = ""
+        self.render_mode = render_mode
+        self.observation_space = spaces.Text(max_length=max_observation_length, min_length=0, charset=CHARSET)
+        self.action_space = spaces.Text(max_length=max_action_length, min_length=1, charset=CHARSET)
+
+    @property
+    def session_id(self) -> str | None:
+        """The server session behind this environment (None before the first reset)."""
+        return self._session_id
+
+    def _info(self, observation: types.Observation, task_id: str, won: bool = False) -> dict[str, Any]:
+        info: dict[str, Any] = dict(observation.info)
+        info.update(
+            task_id=task_id,
+            task_description=observation.task_description,
+            score=observation.score,
+            step_index=observation.step_index,
+            won=won,
+        )
+        if observation.admissible_actions is not None:
+            info["admissible_actions"] = list(observation.admissible_actions)
+        return info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Reset; `options` may name another task (task_id, or split and index) for this and later resets."""
+        super().reset(seed=seed)
+        if options:
+            self._task = {
+                "task_id": options.get("task_id"),
+                "split": options.get("split"),
+                "index": options.get("index"),
+            }
+        server_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+        if self._session_id is None:
+            start = self._client.create_session(
+                self._environment,
+                seed=server_seed,
+                options=self._env_options,
+                max_steps=self._max_steps,
+                admissible=self._admissible,
+                task_id=self._task_id,
+                split=self._split,
+                index=self._index,
+            )
+            self._session_id = start.session_id
+        else:
+            start = self._client.reset_session(
+                self._session_id,
+                seed=server_seed,
+                admissible=self._admissible,
+                task_id=self._task_id,
+                split=self._split,
+                index=self._index,
+            )
+        self._last_text = start.observation.text
+        self._current_task = start.task.task_id
+        return start.observation.text, self._info(start.observation, start.task.task_id)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._session_id is None:
+            raise RuntimeError("call reset() before step()")
+        result = self._client.step(self._session_id, action, admissible=self._admissible)
+        self._last_text = result.observation.text
+        info = self._info(result.observation, self._current_task, result.won)
+        return result.observation.text, result.reward, result.terminated, result.truncated, info
+
+    def render(self) -> str | None:
+        return self._last_text if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        """Close the server session (safe to call twice)."""
+        if self._session_id is not None:
+            session_id, self._session_id = self._session_id, None
+            self._client.close_session(session_id)

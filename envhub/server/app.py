@@ -1,0 +1,137 @@
+"""Assembling a server: `create_server(config) -> (server, port)` and the `serve()` main loop."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import secrets
+import signal
+from pathlib import Path
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
+from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection
+
+from envhub.server.auth import TokenAuthInterceptor
+from envhub.server.config import ServerConfig
+from envhub.server.metrics import Metrics
+from envhub.server.pool import WorkerPool
+from envhub.server.service import EnvHubService
+from envhub.server.sessions import SessionTable
+from envhub.server.snapshots import SnapshotSigner
+from envhub.server.workers import discard_outcome
+from envhub.v1 import envhub_pb2, envhub_pb2_grpc
+
+log = logging.getLogger(__name__)
+SERVICE_NAME = envhub_pb2.DESCRIPTOR.services_by_name["EnvHub"].full_name
+
+
+class EnvhubServer:
+    """A running server: gRPC, workers, reaper, metrics. Stop it with `drain()` or `stop()`."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.replica_id = config.replica_id or f"r{secrets.token_hex(4)}"
+        self.metrics = Metrics()
+        self.table = SessionTable(self.replica_id, config.max_sessions)
+        self.pool = WorkerPool(config.environments, config.workers, self.table, self.metrics)
+        self.health = health_aio.HealthServicer()
+        self.metrics_port: int | None = None
+        interceptors = [TokenAuthInterceptor(config.token)] if config.token else []
+        self.grpc = grpc.aio.server(
+            interceptors=interceptors,
+            options=[
+                ("grpc.max_receive_message_length", config.max_message_bytes),
+                ("grpc.max_send_message_length", config.max_message_bytes),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        self._reaper: asyncio.Task[None] | None = None
+
+    async def start(self) -> int:
+        """Start workers, bind, serve; returns the bound port."""
+        await self.pool.start()
+        signer = SnapshotSigner.from_sources(self.config.snapshot_key_file)
+        service = EnvHubService(self.config, self.pool, self.table, signer, self.metrics)
+        envhub_pb2_grpc.add_EnvHubServicer_to_server(service, self.grpc)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
+        reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME), self.grpc)
+        address = f"{self.config.host}:{self.config.port}"
+        if self.config.tls_cert_file and self.config.tls_key_file:
+            credentials = grpc.ssl_server_credentials(
+                [(Path(self.config.tls_key_file).read_bytes(), Path(self.config.tls_cert_file).read_bytes())]
+            )
+            port = self.grpc.add_secure_port(address, credentials)
+        else:
+            port = self.grpc.add_insecure_port(address)
+        for environment in self.pool.catalogs:
+            self.metrics.track_sessions(environment, functools.partial(self.table.count, environment))
+        if self.config.metrics_port is not None:
+            self.metrics_port = self.metrics.serve(self.config.metrics_host, self.config.metrics_port)
+        await self.grpc.start()
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._reaper = asyncio.create_task(self._reap())
+        log.info(
+            "envhub replica %s serving %s on %s:%d (%d worker(s) each)",
+            self.replica_id,
+            ", ".join(self.pool.catalogs),
+            self.config.host,
+            port,
+            self.config.workers,
+        )
+        return port
+
+    async def _reap(self) -> None:
+        """Close sessions idle for longer than `idle_timeout_s`."""
+        interval = max(0.05, min(5.0, self.config.idle_timeout_s / 4))
+        while True:
+            await asyncio.sleep(interval)
+            for record in self.table.idle(self.config.idle_timeout_s):
+                log.info("closing idle session %s", record.session_id)
+                self.table.drop(record.session_id)
+                if record.worker.alive:
+                    discard_outcome(record.worker.call("close", record.session_id))
+
+    async def drain(self, grace: float | None = None) -> None:
+        """Refuse new sessions and calls, let in-flight calls finish (up to `grace` s), then stop."""
+        log.info("draining: no new sessions; waiting for in-flight calls")
+        self.table.draining = True
+        await self.health.enter_graceful_shutdown()
+        await self.grpc.stop(self.config.drain_grace_s if grace is None else grace)
+        await self._shutdown()
+
+    async def stop(self) -> None:
+        """Stop now: cancel in-flight calls, stop workers."""
+        self.table.draining = True
+        await self.grpc.stop(None)
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+        await self.pool.stop()
+        self.metrics.close()
+
+
+async def create_server(config: ServerConfig) -> tuple[EnvhubServer, int]:
+    """Build and start a server (workers included); returns it and its bound port (use port 0 in tests)."""
+    server = EnvhubServer(config)
+    port = await server.start()
+    return server, port
+
+
+async def serve(config: ServerConfig) -> None:
+    """Run a server until SIGTERM or SIGINT, then drain gracefully."""
+    server, _ = await create_server(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    await server.drain()
+    log.info("envhub replica %s stopped", server.replica_id)

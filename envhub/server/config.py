@@ -1,0 +1,57 @@
+"""Server settings: one frozen dataclass, filled from the command line or by tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything `create_server` needs. Defaults serve ScienceWorld on localhost:50051."""
+
+    environments: tuple[str, ...] = ("scienceworld",)
+    """Environment kinds to host (names from `envhub.core.registry.KINDS`)."""
+    host: str = "localhost"
+    """Address to bind; "0.0.0.0" or "[::]" to serve other machines."""
+    port: int = 50051
+    """Port to bind; 0 picks a free one (tests)."""
+    workers: int = 1
+    """Worker processes per environment kind."""
+    max_sessions: int = 256
+    """Live sessions across all kinds; more answers RESOURCE_EXHAUSTED."""
+    idle_timeout_s: float = 600.0
+    """Sessions without a call for this long are closed by the reaper."""
+    max_message_bytes: int = 16 * 1024 * 1024
+    """gRPC receive and send message size cap."""
+    max_action_bytes: int = 4096
+    """Longer actions (UTF-8 bytes) answer INVALID_ARGUMENT (ACTION_TOO_LONG)."""
+    max_fork: int = 64
+    """Most copies one ForkSession may ask for."""
+    drain_grace_s: float = 30.0
+    """On SIGTERM: how long in-flight calls may take before the server exits anyway."""
+    metrics_port: int | None = None
+    """Port of the Prometheus /metrics endpoint (0 picks a free one; None: no endpoint)."""
+    metrics_host: str = "localhost"
+    """Address the metrics endpoint binds."""
+    token: str | None = None
+    """Shared token: when set, calls need metadata `authorization: Bearer <token>` (health is exempt)."""
+    tls_cert_file: str | None = None
+    """PEM certificate chain; with `tls_key_file`, the server speaks TLS."""
+    tls_key_file: str | None = None
+    """PEM private key for `tls_cert_file`."""
+    snapshot_key_file: str | None = None
+    """File holding the snapshot HMAC key shared by replicas (else ENVHUB_SNAPSHOT_KEY, else random)."""
+    replica_id: str = ""
+    """Prefix of this server's session ids; empty picks a random one."""
+
+    def __post_init__(self) -> None:
+        if not self.environments:
+            raise ValueError("serve at least one environment (--env)")
+        if len(set(self.environments)) != len(self.environments):
+            raise ValueError(f"an environment is listed twice: {list(self.environments)}")
+        if self.workers < 1 or self.max_sessions < 1 or self.max_fork < 1:
+            raise ValueError("workers, max_sessions and max_fork must be at least 1")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("TLS needs both a certificate file and a key file")
+        if "." in self.replica_id:
+            raise ValueError(f"a replica id may not contain '.': {self.replica_id!r}")

@@ -1,0 +1,81 @@
+"""The server's table of live sessions: which worker owns each id, limits, and idleness."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from envhub.core import errors
+from envhub.server.workers import Worker
+
+
+@dataclass
+class SessionRecord:
+    """Where a session lives and when it was last used."""
+
+    session_id: str
+    environment: str
+    worker: Worker
+    last_used: float = field(default_factory=time.monotonic)
+    in_flight: int = 0
+
+
+class SessionTable:
+    """Session ids -> records, with the max-sessions limit and the draining switch."""
+
+    def __init__(self, replica_id: str, max_sessions: int) -> None:
+        self.replica_id = replica_id
+        self.max_sessions = max_sessions
+        self.draining = False
+        self._records: dict[str, SessionRecord] = {}
+
+    def count(self, environment: str) -> int:
+        return sum(1 for record in self._records.values() if record.environment == environment)
+
+    def new_ids(self, count: int) -> list[str]:
+        """Fresh opaque ids "<replica_id>.<suffix>"; refuses past the limit or while draining."""
+        if self.draining:
+            raise errors.unavailable("the server is draining and accepts no new sessions", "DRAINING")
+        if len(self._records) + count > self.max_sessions:
+            raise errors.resource_exhausted(
+                f"the server holds {len(self._records)} of at most {self.max_sessions} sessions; close some first",
+                "TOO_MANY_SESSIONS",
+                max_sessions=str(self.max_sessions),
+            )
+        return [f"{self.replica_id}.{secrets.token_hex(8)}" for _ in range(count)]
+
+    def add(self, session_id: str, environment: str, worker: Worker) -> SessionRecord:
+        record = SessionRecord(session_id, environment, worker)
+        self._records[session_id] = record
+        worker.sessions.add(session_id)
+        return record
+
+    def get(self, session_id: str) -> SessionRecord:
+        """The record of a live session; NOT_FOUND (SESSION_NOT_FOUND) otherwise."""
+        record = self._records.get(session_id)
+        if record is None:
+            owner = session_id.split(".", 1)[0]
+            hint = "" if owner == self.replica_id else f" (it names replica {owner!r}, this is {self.replica_id!r})"
+            raise errors.not_found(
+                f"session {session_id!r} is unknown, closed or expired{hint}",
+                "SESSION_NOT_FOUND",
+                session_id=session_id,
+            )
+        return record
+
+    def drop(self, session_id: str) -> None:
+        record = self._records.pop(session_id, None)
+        if record is not None:
+            record.worker.sessions.discard(session_id)
+
+    def drop_worker(self, worker: Worker) -> None:
+        """Forget every session of a dead worker (their ids then answer NOT_FOUND)."""
+        for session_id in list(worker.sessions):
+            self._records.pop(session_id, None)
+        worker.sessions.clear()
+
+    def idle(self, timeout: float) -> list[SessionRecord]:
+        """Sessions with no call in flight and none for `timeout` seconds."""
+        cutoff = time.monotonic() - timeout
+        return [r for r in self._records.values() if r.in_flight == 0 and r.last_used < cutoff]

@@ -1,0 +1,151 @@
+"""Worker processes as seen from the server's event loop.
+
+Each `Worker` owns one child process (see `envhub.server.worker`) and a pipe to it. Requests
+are written to the pipe and a future is queued; the event loop reads replies with
+`loop.add_reader` on the pipe's file descriptor (no thread hop) and resolves the futures in
+FIFO order, so requests pipeline. When the pipe reports end-of-file the worker is dead: its
+pending calls fail with UNAVAILABLE, the server forgets its sessions, and it is restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import multiprocessing
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from envhub.core import errors
+from envhub.server.catalog import Catalog
+from envhub.server.worker import worker_main
+
+log = logging.getLogger(__name__)
+_CONTEXT = multiprocessing.get_context("spawn")  # no fork of a process running gRPC threads
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def discard_outcome(future: asyncio.Future[Any]) -> None:
+    """Fire-and-forget a worker call whose outcome (often NOT_FOUND) nobody needs."""
+    future.add_done_callback(_retrieve)
+
+
+class Worker:
+    """One worker process for one environment kind."""
+
+    def __init__(self, environment: str, index: int, on_death: Callable[[Worker], None]) -> None:
+        self.environment = environment
+        self.index = index
+        self.sessions: set[str] = set()
+        """Ids of the sessions living in this worker (kept by the session table)."""
+        self._on_death = on_death
+        self._pending: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self._conn: Connection | None = None
+        self._process: BaseProcess | None = None
+        self.alive = False
+        self.started = False
+        """True once the worker announced its catalog (a worker that never started is not restarted)."""
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def load(self) -> tuple[int, int]:
+        """Sort key for placement: sessions held, then calls in flight."""
+        return (len(self.sessions), len(self._pending))
+
+    async def start(self) -> Catalog:
+        """Spawn the process and wait for its catalog; raises EnvhubError if the kind fails to start."""
+        if self._process is not None:  # a restart: reap the dead process
+            self._process.kill()
+            await asyncio.get_running_loop().run_in_executor(None, self._process.join)
+        parent_conn, child_conn = _CONTEXT.Pipe()
+        process = _CONTEXT.Process(
+            target=worker_main, args=(self.environment, child_conn), name=f"envhub-{self.environment}-{self.index}"
+        )
+        process.daemon = True
+        process.start()
+        child_conn.close()
+        self._conn, self._process = parent_conn, process
+        ready: asyncio.Future[Catalog] = asyncio.get_running_loop().create_future()
+        self._pending.append(ready)
+        asyncio.get_running_loop().add_reader(parent_conn.fileno(), self._on_readable)
+        self.alive = True
+        catalog = await ready
+        self.started = True
+        log.info("worker %s/%d started (pid %s)", self.environment, self.index, process.pid)
+        return catalog
+
+    def call(self, op: str, *args: Any) -> asyncio.Future[Any]:
+        """Send one request; the future resolves with the result or an EnvhubError."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if not self.alive or self._conn is None:
+            future.set_exception(errors.unavailable(f"worker {self.environment}/{self.index} is restarting"))
+            return future
+        try:
+            self._conn.send((op, args))
+        except OSError:
+            self._died()
+            future.set_exception(errors.unavailable(f"worker {self.environment}/{self.index} died", "WORKER_LOST"))
+            return future
+        self._pending.append(future)
+        return future
+
+    def _on_readable(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            while conn.poll():
+                ok, payload = conn.recv()
+                future = self._pending.popleft()
+                if future.done():  # the caller gave up (deadline, cancellation)
+                    continue
+                if ok:
+                    future.set_result(payload)
+                else:
+                    future.set_exception(payload)
+        except (EOFError, OSError):
+            self._died()
+
+    def _died(self) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        self._detach()
+        lost = errors.unavailable(f"worker {self.environment}/{self.index} died; its sessions are lost", "WORKER_LOST")
+        while self._pending:
+            future = self._pending.popleft()
+            if not future.done():
+                future.set_exception(lost)
+        log.error("worker %s/%d (pid %s) died", self.environment, self.index, self.pid)
+        self._on_death(self)
+
+    def _detach(self) -> None:
+        if self._conn is not None:
+            asyncio.get_running_loop().remove_reader(self._conn.fileno())
+            self._conn.close()
+            self._conn = None
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Ask the worker to close its sessions and exit; kill it if it does not."""
+        process = self._process
+        if self.alive and self._conn is not None:
+            self.alive = False
+            try:
+                self._conn.send(("stop", ()))
+            except OSError:
+                log.warning("worker %s/%d pipe already closed", self.environment, self.index)
+            self._detach()
+        if process is not None:
+            await asyncio.get_running_loop().run_in_executor(None, process.join, timeout)
+            if process.is_alive():
+                process.kill()
+                process.join()

@@ -1,0 +1,86 @@
+"""Task discovery, splits, options and error mapping of the ScienceWorld kind."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from envhub.core.errors import EnvhubError
+from envhub.core.registry import kind_class
+from envhub.core.session import Session
+from envhub.envs.scienceworld import catalog
+from envhub.envs.scienceworld.jvm import Jvm
+from envhub.envs.scienceworld.kind import ScienceWorldKind, nondeterministic_tasks
+from envhub.envs.scienceworld.options import KNOWN_SIMPLIFICATIONS
+
+
+def test_registered_under_its_name() -> None:
+    assert kind_class("scienceworld") is ScienceWorldKind
+
+
+def test_shipped_catalog_matches_the_jar() -> None:
+    jvm = Jvm()
+    try:
+        from_jar = catalog.read_from_jar(jvm)
+        simulator = jvm.new_simulator()
+        jar_simplifications = set(str(simulator.getPossibleSimplifications()).split(", "))
+    finally:
+        jvm.close()
+    assert from_jar == catalog.load_catalog()
+    assert len(from_jar["tasks"]) == 30
+    assert jar_simplifications | {"easy"} == KNOWN_SIMPLIFICATIONS
+
+
+def test_splits_follow_the_package_variation_lists(kind: ScienceWorldKind) -> None:
+    assert kind.splits() == ["train", "dev", "test"]
+    counts = {split: len(kind.tasks(split)) for split in kind.splits()}
+    assert counts == {"train": 3592, "dev": 1796, "test": 1819}  # ScienceWorld paper, Table 1 totals
+    boil = [spec.task_id for spec in kind.tasks("train") if spec.family == "boil"]
+    assert boil == [f"boil/{v}" for v in range(14)]
+    for split in kind.splits():
+        specs = kind.tasks(split)
+        assert [spec.index for spec in specs] == list(range(len(specs)))
+        assert {spec.split for spec in specs} == {split}
+    assert kind.tasks("test")[0].task_id == "boil/21"
+    assert {spec.family for spec in kind.tasks("dev")} == {t["name"] for t in catalog.load_catalog()["tasks"]}
+
+
+def test_deterministic_flags_come_from_the_committed_study(kind: ScienceWorldKind) -> None:
+    flagged = nondeterministic_tasks()
+    for spec in kind.tasks("dev"):
+        assert spec.deterministic == (spec.family not in flagged)
+
+
+def test_task_lookup_and_unknown_ids(kind: ScienceWorldKind) -> None:
+    spec = kind.task("boil/3")
+    assert (spec.split, spec.index, spec.family) == ("train", 3, "boil")
+    for bad in ("boil/30", "boil/-1", "boil", "no-such-task/0", "boil/dev"):
+        with pytest.raises(KeyError):
+            kind.task(bad)
+    with pytest.raises(KeyError):
+        kind.tasks("validation")
+
+
+@pytest.mark.parametrize("value", ["bogus", "easy,", "open Doors", "teleportAction,,openDoors"])
+def test_bad_simplifications_are_rejected(kind: ScienceWorldKind, value: str) -> None:
+    with pytest.raises(ValueError, match="simplifications"):
+        kind.validate_options({"simplifications": value})
+    with pytest.raises(EnvhubError) as caught:
+        Session.start(kind, kind.task("boil/0"), options={"simplifications": value})
+    assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_OPTION")
+
+
+def test_unknown_option_and_task_incompatible_simplification(kind: ScienceWorldKind) -> None:
+    with pytest.raises(ValueError, match="unknown option"):
+        kind.validate_options({"simplification": "easy"})
+    kind.validate_options({"simplifications": "teleportAction,openDoors"})
+    with pytest.raises(EnvhubError) as caught:
+        Session.start(kind, kind.task("power-component/0"), options={"simplifications": "noElectricalAction"})
+    assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_OPTION")
+
+
+def test_a_jvm_that_cannot_start_is_reported() -> None:
+    jvm = Jvm(["-XX:hashCode=2"])  # experimental flag without -XX:+UnlockExperimentalVMOptions
+    with pytest.raises(EnvhubError) as caught:
+        jvm.new_simulator()
+    assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "JVM_START_FAILED")
