@@ -1,0 +1,1 @@
+"""ALFWorld served through envhub: task sets (generated or official) and the environment."""

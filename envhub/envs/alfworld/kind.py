@@ -1,0 +1,158 @@
+"""`AlfWorldKind`: ALFWorld as an envhub environment kind.
+
+The task set is the offline generated one by default; with a `data_path` (or the
+`ALFWORLD_DATA` environment variable) the official games under `<data_path>/json_2.1.1`
+are served instead, with the same split names. One kind object lives in each worker
+process; it installs the engine caches (`memo`) and owns the worker's single
+fast-downward library, shared by every session of the worker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from importlib.metadata import version as package_version
+from pathlib import Path
+from typing import overload
+
+from envhub.core import errors
+from envhub.core.environment import Capabilities, Environment, EnvironmentKind, TaskSpec
+from envhub.envs.alfworld import memo
+from envhub.envs.alfworld.env import AlfWorldEnv
+from envhub.envs.alfworld.experts import EXPERTS
+from envhub.envs.alfworld.generator.splits import check_index, task_types
+from envhub.envs.alfworld.library import SharedDownward
+from envhub.envs.alfworld.taskset import GeneratedTaskSet, OfficialTaskSet, TaskSet
+
+ENV_VERSION = "1"
+"""Version of this adapter's behaviour (observations, rewards, native snapshot layout)."""
+
+
+def describe(taskset: TaskSet, split: str, index: int) -> TaskSpec:
+    """The `TaskSpec` of one game, cheaply: generated games are not made just to be listed.
+
+    A generated game's id and task type follow from (split, index, seed) alone; its goal
+    sentence is only known once the game is made, so `description` stays empty (every
+    observation carries it as `task_description`). Other task sets are read.
+    """
+    if isinstance(taskset, GeneratedTaskSet):
+        check_index(split, index, taskset.size(split))
+        family = task_types(split, taskset.seed)[index]
+        return TaskSpec(task_id=f"{split}/{index:05d}", split=split, index=index, family=family)
+    game = taskset.game(split, index)
+    return TaskSpec(task_id=game.task_id, split=split, index=index, family=game.task_type, description=game.goal)
+
+
+class _SplitTasks(Sequence[TaskSpec]):
+    """The tasks of one split, described on first access."""
+
+    def __init__(self, taskset: TaskSet, split: str) -> None:
+        self._taskset = taskset
+        self._split = split
+        self._size = taskset.size(split)
+        self._specs: dict[int, TaskSpec] = {}
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> TaskSpec: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[TaskSpec]: ...
+
+    def __getitem__(self, index: int | slice) -> TaskSpec | Sequence[TaskSpec]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._size))]
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError(index)
+        if index not in self._specs:
+            self._specs[index] = describe(self._taskset, self._split, index)
+        return self._specs[index]
+
+
+def default_taskset(data_path: str | Path | None = None) -> TaskSet:
+    """The task set a kind serves when none is given.
+
+    An explicit `data_path` must hold the official games (`<data_path>/json_2.1.1`, or the
+    split folders themselves). Without one, `$ALFWORLD_DATA/json_2.1.1` is used when it
+    exists (ALFWorld's own layout; the variable alone, as ALFWorld's installer sets it, is
+    not enough), else the generated task set.
+    """
+    if data_path:
+        official = Path(data_path) / "json_2.1.1"
+        return OfficialTaskSet(official if official.is_dir() else Path(data_path))
+    from_env = os.environ.get("ALFWORLD_DATA")
+    if from_env and (Path(from_env) / "json_2.1.1").is_dir():
+        return OfficialTaskSet(Path(from_env) / "json_2.1.1")
+    return GeneratedTaskSet()
+
+
+class AlfWorldKind(EnvironmentKind):
+    """ALFWorld (TextWorld PDDL engine) with generated or official task sets."""
+
+    name = "alfworld"
+    description = "ALFWorld household tasks (TextWorld PDDL engine): six task types, 50 steps, expert hints"
+    capabilities = Capabilities(
+        native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True, thread_safe=False
+    )
+    default_max_steps = 50
+    options: Mapping[str, str] = {
+        "expert": f"expert behind expert_actions: {' | '.join(EXPERTS)} (default {EXPERTS[0]}: uses only what the "
+        "agent has seen; planner: ALFWorld's optimal planner on the hidden state; handcoded: ALFWorld's heuristic)",
+        "success_reward": "reward on success (default 1; 10 as in the ALFWorld papers)",
+    }
+
+    def __init__(self, data_path: str | Path | None = None, *, taskset: TaskSet | None = None) -> None:
+        self.taskset = taskset or default_taskset(data_path)
+        self.version = (
+            f"envhub-alfworld{ENV_VERSION}/alfworld-{package_version('alfworld')}/"
+            f"textworld-{package_version('textworld')}/"
+            f"{self.taskset.version}"
+        )
+        self._splits = {split: _SplitTasks(self.taskset, split) for split in self.taskset.splits()}
+        self._library: SharedDownward | None = None
+        memo.install()
+
+    def splits(self) -> list[str]:
+        return list(self._splits)
+
+    def tasks(self, split: str) -> Sequence[TaskSpec]:
+        if split not in self._splits:
+            raise errors.not_found(
+                f"unknown split {split!r}; known splits: {', '.join(self._splits)}", "UNKNOWN_SPLIT", split=split
+            )
+        return self._splits[split]
+
+    def task(self, task_id: str) -> TaskSpec:
+        """The task with this id (KeyError if unknown), without listing a split."""
+        try:
+            split, index = self.taskset.locate(task_id)
+        except errors.EnvhubError as exc:
+            raise KeyError(task_id) from exc
+        return self._splits[split][index]
+
+    def validate_options(self, options: Mapping[str, str]) -> None:
+        super().validate_options(options)
+        expert = options.get("expert", EXPERTS[0])
+        if expert not in EXPERTS:
+            raise ValueError(f"option expert={expert!r} is not one of {', '.join(EXPERTS)}")
+        reward = options.get("success_reward", "1")
+        try:
+            valid = float(reward) > 0
+        except ValueError:
+            valid = False
+        if not valid:
+            raise ValueError(f"option success_reward={reward!r} must be a positive number (e.g. 1 or 10)")
+
+    def create(self) -> Environment:
+        if self._library is None:
+            self._library = SharedDownward()
+        return AlfWorldEnv(self.taskset, self._library)
+
+    def close(self) -> None:
+        if self._library is not None:
+            self._library.close()
+            self._library = None

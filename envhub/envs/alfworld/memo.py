@@ -1,0 +1,120 @@
+"""Speed-ups for TextWorld's PDDL engine: memoised pure computations and one needless deep copy.
+
+A stock ALFWorld reset translates the same PDDL problem to SAS twice and every step
+re-parses the same grammar templates and conjunctive queries. `install` replaces four
+module-level functions with cached versions, and `textgen.copy_context` with one that
+copies the context's dicts without deep-copying their values; `uninstall` restores the
+originals (used by the tests that compare outputs with and without, and by the
+benchmark's "before").
+
+* `fast_downward.pddl2sas`: the result (task, sas text) is only read by `PddlState`.
+* `textworld.envs.pddl.logic._parse_and_convert` (game grammar -> actions, grammar): the
+  result is only read (`GameLogic` copies it into its own dict and grammar).
+* `textworld.envs.pddl.textgen._parse_and_convert` (template -> symbols): `derive` sets a
+  `context` on each returned symbol, so the parsed TatSu model is cached and converted
+  afresh on every call (the conversion is cheap, the parse is not).
+* `textworld.logic.Rule.parse_conjunctive_query`: a `Rule` is a value (never mutated).
+* `textworld.envs.pddl.textgen.copy_context` deep-copies the "variables" (EntityInfo
+  objects) and "mapping" dicts for every symbol derived, most of a step's time. The
+  grammar only adds keys to those dicts (`query`) and reads the values (`{r.name}`
+  evaluations), so fresh dicts holding the same values derive the same text.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import fast_downward
+import textworld.envs.pddl.logic as pddl_logic
+import textworld.envs.pddl.textgen as textgen
+from textworld.logic import Rule
+
+CACHE_SIZE = 256
+"""Entries per cache (problems and grammars are a few hundred KB each)."""
+
+_ORIGINALS: dict[str, Any] = {
+    "pddl2sas": fast_downward.pddl2sas,
+    "logic_parse": pddl_logic._parse_and_convert,
+    "textgen_parse": textgen._parse_and_convert,
+    "conjunctive_query": Rule.__dict__["parse_conjunctive_query"],
+    "copy_context": textgen.copy_context,
+}
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False) -> Any:
+    return _ORIGINALS["pddl2sas"](domain, problem, verbose=verbose, optimize=optimize)
+
+
+def cached_pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False) -> Any:
+    """`fast_downward.pddl2sas`, memoised on (domain, problem, verbose, optimize)."""
+    return _pddl2sas(domain, problem, bool(verbose), bool(optimize))
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _logic_parse(text: str, rule_name: str) -> Any:
+    return _ORIGINALS["logic_parse"](text, rule_name=rule_name)
+
+
+def cached_logic_parse(text: str, rule_name: str) -> Any:
+    """`textworld.envs.pddl.logic._parse_and_convert`, memoised (the result is only read)."""
+    return _logic_parse(text, rule_name)
+
+
+@functools.lru_cache(maxsize=4 * CACHE_SIZE)
+def _textgen_model(text: str, rule_name: str, trace: bool) -> Any:
+    return textgen._PARSER.parse(text, rule_name=rule_name, trace=trace)
+
+
+def cached_textgen_parse(text: str, rule_name: str, trace: bool = False) -> Any:
+    """`textworld.envs.pddl.textgen._parse_and_convert` with the TatSu parse memoised."""
+    return textgen._Converter().walk(_textgen_model(text, rule_name, bool(trace)))
+
+
+@functools.lru_cache(maxsize=4 * CACHE_SIZE)
+def _conjunctive_query(expr: str) -> Rule:
+    parse: Callable[[str], Rule] = _ORIGINALS["conjunctive_query"].__get__(None, Rule)
+    return parse(expr)
+
+
+def cached_conjunctive_query(cls: type[Rule], expr: str) -> Rule:
+    """`Rule.parse_conjunctive_query`, memoised (a `Rule` is never mutated)."""
+    return _conjunctive_query(expr)
+
+
+def shallow_copy_context(context: dict[str, Any]) -> dict[str, Any]:
+    """`textgen.copy_context` without deep-copying the values of "variables" and "mapping"."""
+    return {
+        "state": context["state"],
+        "facts": context["facts"],
+        "variables": dict(context["variables"]),
+        "mapping": dict(context["mapping"]),
+        "entity_infos": context["entity_infos"],
+    }
+
+
+def install() -> None:
+    """Put the cached functions and the shallow context copy in place (idempotent)."""
+    fast_downward.pddl2sas = cached_pddl2sas
+    pddl_logic._parse_and_convert = cached_logic_parse
+    textgen._parse_and_convert = cached_textgen_parse
+    Rule.parse_conjunctive_query = classmethod(cached_conjunctive_query)
+    textgen.copy_context = shallow_copy_context
+
+
+def uninstall() -> None:
+    """Put the original functions back and empty the caches."""
+    fast_downward.pddl2sas = _ORIGINALS["pddl2sas"]
+    pddl_logic._parse_and_convert = _ORIGINALS["logic_parse"]
+    textgen._parse_and_convert = _ORIGINALS["textgen_parse"]
+    Rule.parse_conjunctive_query = _ORIGINALS["conjunctive_query"]
+    textgen.copy_context = _ORIGINALS["copy_context"]
+    for cache in (_pddl2sas, _logic_parse, _textgen_model, _conjunctive_query):
+        cache.cache_clear()
+
+
+def installed() -> bool:
+    """Whether the cached versions are in place."""
+    return fast_downward.pddl2sas is cached_pddl2sas
