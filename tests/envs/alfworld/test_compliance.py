@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from gymnasium.utils.env_checker import check_env
 
 from envhub.client import EnvhubClient
 from envhub.compliance import ComplianceSpec, run_all
@@ -13,6 +14,7 @@ from envhub.core.session import Session
 from envhub.envs.alfworld.generator.splits import task_types
 from envhub.envs.alfworld.generator.tasks import TASK_TYPES
 from envhub.envs.alfworld.kind import AlfWorldKind
+from envhub.gym import EnvhubGymEnv
 from envhub.server.background import BackgroundServer
 
 MAX_SESSIONS = 8
@@ -101,3 +103,13 @@ def test_planner_solves_every_task_type_through_the_server(client: EnvhubClient,
             result = client.step(start.session_id, actions[-1])
         assert result.won and result.reward == 10.0 and actions == plan, task_id
         client.close_session(start.session_id)
+
+
+def test_gymnasium_adapter_passes_check_env(client: EnvhubClient) -> None:
+    env = EnvhubGymEnv(client, "alfworld", split="valid_seen", index=0, admissible=True, render_mode="ansi")
+    check_env(env, skip_render_check=False)
+    observation, info = env.reset(seed=1)
+    assert "Your task is to:" in observation and info["admissible_actions"]
+    observation, reward, terminated, truncated, info = env.step("jump over the moon")
+    assert observation == "Nothing happens." and reward == 0.0 and not terminated and not truncated
+    env.close()
