@@ -1,0 +1,100 @@
+"""`SyncGroups`: the step's trajectories (all turns of all groups) -> one `TokenBatch`.
+
+`history` context: one row per student turn (its rendered prompt + response). `full` context:
+one row per trajectory, the last turn's prompt (which contains every earlier turn) plus its
+response, with each turn's response tokens supervised at their own positions.
+Dropped trajectories and teacher turns never become rows; a trajectory whose every turn is
+dropped is left out (it has no outcome).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from trainer.objectives.batch import TokenBatch
+from trainer.rollout.types import Trajectory, Turn
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    turn: Turn
+
+
+class SyncGroups:
+    """Batch composer for synchronous group rollouts."""
+
+    def __init__(self, context: str = "history", pad_id: int = 0) -> None:
+        if context not in ("history", "full"):
+            raise ValueError(f"context must be 'history' or 'full', got {context!r}")
+        self.context = context
+        self.pad_id = pad_id
+
+    def compose(self, trajectories: Sequence[Trajectory]) -> TokenBatch:
+        """Build the batch; teacher log-probs are included when every student turn carries them."""
+        kept = [t for t in trajectories if not t.dropped and any(not turn.teacher for turn in t.turns)]
+        if not kept:
+            raise ValueError("no complete trajectory to train on (every trajectory was dropped or empty)")
+        rows: list[tuple[list[int], list[_Span], int]] = []
+        for index, trajectory in enumerate(kept):
+            student = [turn for turn in trajectory.turns if not turn.teacher]
+            if self.context == "history":
+                rows.extend(
+                    (turn.prompt_ids + turn.response_ids, [_Span(len(turn.prompt_ids), turn)], index)
+                    for turn in student
+                )
+            else:
+                rows.append((*_full_row(student), index))
+        with_teacher = all(span.turn.logp_teacher is not None for _, spans, _ in rows for span in spans)
+        return self._tensors(rows, kept, with_teacher)
+
+    def _tensors(
+        self, rows: list[tuple[list[int], list[_Span], int]], kept: Sequence[Trajectory], with_teacher: bool
+    ) -> TokenBatch:
+        n, s = len(rows), max(len(ids) for ids, _, _ in rows)
+        input_ids = torch.full((n, s), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((n, s), dtype=torch.bool)
+        loss_mask = torch.zeros((n, s), dtype=torch.bool)
+        logp_old = torch.zeros((n, s), dtype=torch.float32)
+        logp_teacher = torch.zeros((n, s), dtype=torch.float32)
+        turn_ids = torch.full((n, s), -1, dtype=torch.long)
+        traj_ids = torch.tensor([index for _, _, index in rows], dtype=torch.long)
+        turn_id = 0
+        for row, (ids, spans, _) in enumerate(rows):
+            input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            attention[row, : len(ids)] = True
+            for span in spans:
+                end = span.start + len(span.turn.response_ids)
+                loss_mask[row, span.start : end] = True
+                logp_old[row, span.start : end] = torch.tensor(span.turn.logp_old, dtype=torch.float32)
+                if with_teacher and span.turn.logp_teacher is not None:
+                    logp_teacher[row, span.start : end] = torch.tensor(span.turn.logp_teacher, dtype=torch.float32)
+                turn_ids[row, span.start : end] = turn_id
+                turn_id += 1
+        return TokenBatch(
+            input_ids=input_ids,
+            attention_mask=attention,
+            loss_mask=loss_mask,
+            logp_old=logp_old.clamp(max=0.0),
+            logp_teacher=logp_teacher.clamp(max=0.0) if with_teacher else None,
+            turn_ids=turn_ids,
+            traj_ids=traj_ids,
+            rewards=torch.tensor([t.reward for t in kept], dtype=torch.float32),
+            group_ids=torch.tensor([t.group for t in kept], dtype=torch.long),
+        )
+
+
+def _full_row(turns: Sequence[Turn]) -> tuple[list[int], list[_Span]]:
+    """The last turn's context + response, with every turn's response located inside it."""
+    last = turns[-1]
+    ids = last.prompt_ids + last.response_ids
+    spans = []
+    for turn in turns:
+        start = len(turn.prompt_ids)
+        if ids[:start] != turn.prompt_ids or ids[start : start + len(turn.response_ids)] != turn.response_ids:
+            raise ValueError("full-context turns do not nest: each prompt must extend the previous prompt + response")
+        spans.append(_Span(start, turn))
+    return ids, spans

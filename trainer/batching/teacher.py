@@ -1,0 +1,21 @@
+"""Attach the frozen teacher's log-probs to every student turn (one batched `score` call)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from trainer.rollout.types import Trajectory
+
+
+def attach_teacher_logprobs(trajectories: Sequence[Trajectory], scorer: Any) -> int:
+    """Score each student turn's response under `scorer` (a `ScoringBackend`); returns tokens scored."""
+    turns = [turn for t in trajectories if not t.dropped for turn in t.turns if not turn.teacher]
+    if not turns:
+        return 0
+    scores = scorer.score([turn.prompt_ids for turn in turns], [turn.response_ids for turn in turns])
+    for turn, logp in zip(turns, scores, strict=True):
+        if len(logp) != len(turn.response_ids):
+            raise ValueError(f"teacher returned {len(logp)} log-probs for {len(turn.response_ids)} response tokens")
+        turn.logp_teacher = list(logp)
+    return sum(len(turn.response_ids) for turn in turns)

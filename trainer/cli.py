@@ -1,0 +1,106 @@
+"""`trainer` command line: train, eval, sft, make-models, quickstart, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from trainer.config import ConfigError, load_config
+
+
+def _config_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--config", required=required, help="YAML config (a path, or a shipped name: atod.yaml)")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. optim.lr=1e-3"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trainer", description="Train LLM agents over envhub servers.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("train", help="train with GRPO / OPD / ATOD")
+    _config_args(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p = sub.add_parser("eval", help="success rate and mean turns on held-out tasks")
+    _config_args(p)
+    p.add_argument("--policy", help="model folder or checkpoint (default: models.student)")
+    p.add_argument("--out", help="write the result as JSON here")
+    p = sub.add_parser("sft", help="fine-tune on expert trajectories collected through the servers")
+    _config_args(p)
+    p.add_argument("--model", help="model to fine-tune (default: models.teacher)")
+    p.add_argument("--out", required=True, help="output model folder")
+    p.add_argument("--tasks", type=int, default=48, help="training tasks played by the expert")
+    p.add_argument("--steps", type=int, default=300, help="SFT optimizer steps")
+    p = sub.add_parser("make-models", help="tiny tokenizer + student + teacher from environment text")
+    _config_args(p)
+    p.add_argument("--out", default="runs/models")
+    p.add_argument("--tasks", type=int, default=48, help="training tasks played by the expert for text")
+    p = sub.add_parser("quickstart", help="local servers, tiny models, a few ATOD steps on CPU, a report")
+    p.add_argument("--out", default="runs/quickstart")
+    p.add_argument("--models", default="runs/models")
+    p.add_argument("--expert-tasks", type=int, default=24)
+    p.add_argument("--sft-steps", type=int, default=150)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p = sub.add_parser("bench", help="learner overhead and rollout throughput benchmarks")
+    p.add_argument("--out", default="docs/results", help="folder for trainer-bench.json / .md")
+    p.add_argument("--repeats", type=int, default=5)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ConfigError as exc:
+        print(f"trainer: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "quickstart":
+        from trainer.quickstart import quickstart
+
+        quickstart(args.out, args.models, expert_tasks=args.expert_tasks, sft_steps=args.sft_steps,
+                   overrides=args.overrides)  # fmt: skip
+        return 0
+    if args.command == "bench":
+        from trainer.bench import run_bench
+
+        run_bench(args.out, repeats=args.repeats)
+        return 0
+    config = load_config(args.config, args.overrides)
+    if args.command == "train":
+        from trainer.driver import train
+
+        run = train(config, progress=not args.no_progress)
+        print(json.dumps({"output_dir": str(run.output_dir), "step": run.final_step, "checkpoint": run.checkpoint}))
+        return 0
+    if args.command == "eval":
+        from trainer.eval import evaluate, write_eval
+
+        evaluation = evaluate(config, args.policy)
+        if args.out:
+            write_eval(evaluation, args.out)
+        print(json.dumps(asdict(evaluation)))
+        return 0
+    from trainer.driver import env_targets
+    from trainer.quickstart import expert_episodes, make_models, sft_teacher
+
+    with env_targets(config) as targets:
+        episodes = expert_episodes(config, targets[0], args.tasks)
+    if args.command == "make-models":
+        tiny = make_models(config, episodes, args.out)
+        print(json.dumps({"student": str(tiny.student), "teacher": str(tiny.teacher), "reused": tiny.reused}))
+        return 0
+    source = args.model or config.models.teacher
+    if not source:
+        raise ConfigError("sft needs a model to fine-tune: pass --model or set models.teacher")
+    print(json.dumps(sft_teacher(config, episodes, source, steps=args.steps, out_dir=args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,250 @@
+"""Typed, validated trainer configuration (pydantic v2), loaded from YAML.
+
+Every field has a description; `docs/trainer.md` renders them as the config reference
+(`python -m trainer.config` prints that table). Defaults follow the papers and
+`OBJECTIVES.md`; the tiny CPU configs in `trainer/configs/` override what must differ
+(learning rate, turn limit, prompt style). Misconfiguration raises `ConfigError` at
+start-up with the remedy in the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message says how to fix it."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelsConfig(_Section):
+    """Where the student and teacher weights live (local folders only; everything is offline)."""
+
+    student: str = Field("runs/models/student", description="Local HF folder (or .gguf file) of the student policy.")
+    teacher: str | None = Field(
+        "runs/models/teacher",
+        description="Local HF folder of the frozen teacher; required by the `opd` and `atod` objectives.",
+    )
+    gguf_file: str | None = Field(None, description="GGUF file name inside `student` when loading a GGUF model.")
+
+
+class BackendConfig(_Section):
+    """Generation / scoring backend."""
+
+    kind: Literal["hf", "vllm"] = Field("hf", description="`hf` (transformers, CPU or GPU) or `vllm` (GPU only).")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="`auto` picks cuda when available.")
+    gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM: share of GPU memory per engine.")
+
+
+class EnvConfig(_Section):
+    """Which environment to train on and where its server runs."""
+
+    name: Literal["alfworld", "scienceworld", "webshop", "searchqa"] = Field(
+        "alfworld", description="Environment kind served by envhub."
+    )
+    targets: list[str] = Field(
+        default_factory=lambda: ["local"],
+        description='Server addresses "host:port"; ["local"] starts a server on a free loopback port.',
+    )
+    train_split: str = Field("train", description="Split the training tasks come from.")
+    eval_split: str = Field("valid_unseen", description="Held-out split used by `trainer eval`.")
+    task_ids: list[str] = Field(
+        default_factory=list, description="Explicit training task ids; empty means every task of `train_split`."
+    )
+    families: list[str] = Field(
+        default_factory=list, description="Keep only tasks of these families (e.g. pick_and_place_simple); empty: all."
+    )
+    max_tasks: int = Field(0, ge=0, description="Use only the first N training tasks (0: all).")
+    max_turns: int = Field(50, ge=1, description="Turn limit per episode (ATOD: 50 on ALFWorld).")
+    options: dict[str, str] = Field(default_factory=dict, description="Environment options at session creation.")
+    step_timeout_s: float = Field(30.0, gt=0, description="Deadline of one Step call.")
+    step_retries: int = Field(1, ge=0, description="Retries of a failed step from the turn's snapshot before dropping.")
+
+
+class PromptConfig(_Section):
+    """How observations become prompts."""
+
+    style: Literal["atod", "compact"] = Field(
+        "atod", description="`atod`: the paper's Appendix B.4 templates; `compact`: a short variant for tiny models."
+    )
+    context: Literal["history", "full"] = Field(
+        "history",
+        description="`history`: one row per turn with the last `history_length` steps re-rendered; "
+        "`full`: the whole episode as one growing chat.",
+    )
+    history_length: int = Field(2, ge=0, description="Recent (observation, action) pairs shown in history mode.")
+    show_admissible: bool = Field(True, description="Ask the server for admissible actions and list them.")
+    max_prompt_tokens: int = Field(1024, ge=16, description="Prompts longer than this are cut from the left.")
+
+
+class RolloutConfig(_Section):
+    """Sampling of trajectories."""
+
+    group_size: int = Field(8, ge=1, description="G trajectories per task (GRPO/ATOD: 8; Multi-Rollout OPD: n).")
+    tasks_per_step: int = Field(4, ge=1, description="Task groups per training step.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature during training.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling.")
+    max_new_tokens: int = Field(256, ge=1, description="Response length cap per turn.")
+    top_logprobs: int = Field(0, ge=0, le=20, description="Record the top-k log-probs per token (BranchOPD: 20).")
+    snapshots: bool = Field(False, description="Record a snapshot handle at each turn start (one extra call).")
+    concurrency: int = Field(16, ge=1, description="Concurrent Step calls per rollout worker.")
+
+
+class ObjectiveConfig(_Section):
+    """Which advantage / loss runs, and its hyperparameters."""
+
+    name: Literal["grpo", "opd", "atod"] = Field("atod", description="Advantage registered in trainer.objectives.")
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Hyperparameters of the advantage function (e.g. kappa_init, tdur, anneal for atod).",
+    )
+    clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon.")
+    reduction: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] | None = Field(
+        None,
+        description="Loss reduction; None takes the objective's default (token-mean for opd, else "
+        "seq-mean-token-mean).",
+    )
+
+    @model_validator(mode="after")
+    def _check_params(self) -> ObjectiveConfig:
+        from envhub.core.errors import EnvhubError
+        from trainer.objectives.registry import build_config
+
+        try:
+            build_config(self.name, self.params)
+        except EnvhubError as exc:
+            raise ValueError(exc.message) from exc
+        return self
+
+
+class OptimConfig(_Section):
+    """Learner optimisation."""
+
+    lr: float = Field(1e-6, gt=0, description="AdamW learning rate (papers: 1e-6; tiny CPU configs use ~1e-3).")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
+    grad_clip: float = Field(1.0, gt=0, description="Gradient-norm clip.")
+    micro_batch_tokens: int = Field(
+        8192, ge=16, description="Token budget of one micro-batch; gradients accumulate over micro-batches."
+    )
+    epochs: int = Field(1, ge=1, description="Passes over each rollout batch (1 = on-policy).")
+
+
+class RayConfig(_Section):
+    """Ray placement."""
+
+    enabled: bool = Field(False, description="Run workers as Ray actors (False: in-process, same interface).")
+    address: str | None = Field(None, description="Cluster address; None starts a local Ray.")
+    num_rollout_workers: int = Field(1, ge=1, description="Rollout worker actors; tasks are split between them.")
+    object_store_mb: int = Field(200, ge=75, description="Object store cap for a local Ray.")
+
+
+class EvalConfig(_Section):
+    """Held-out evaluation."""
+
+    temperature: float = Field(0.4, gt=0, description="Sampling temperature at evaluation (ATOD: 0.4).")
+    num_tasks: int = Field(20, ge=1, description="Held-out tasks evaluated.")
+    every: int = Field(0, ge=0, description="Evaluate every N training steps (0: only on demand).")
+
+
+class TrainerConfig(_Section):
+    """A whole training run."""
+
+    steps: int = Field(100, ge=0, description="Learner steps.")
+    seed: int = Field(0, description="Seed of sampling, task order and model init.")
+    output_dir: str = Field("runs/train", description="Checkpoints, metrics.jsonl, TensorBoard events, plot.")
+    checkpoint_every: int = Field(10, ge=0, description="Save a checkpoint every N steps (0: only at the end).")
+    resume: bool = Field(True, description="Continue from the newest checkpoint in output_dir when present.")
+    models: ModelsConfig = Field(default_factory=ModelsConfig)  # type: ignore[arg-type]
+    backend: BackendConfig = Field(default_factory=BackendConfig)  # type: ignore[arg-type]
+    env: EnvConfig = Field(default_factory=EnvConfig)  # type: ignore[arg-type]
+    prompt: PromptConfig = Field(default_factory=PromptConfig)  # type: ignore[arg-type]
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)  # type: ignore[arg-type]
+    objective: ObjectiveConfig = Field(default_factory=ObjectiveConfig)  # type: ignore[arg-type]
+    optim: OptimConfig = Field(default_factory=OptimConfig)  # type: ignore[arg-type]
+    ray: RayConfig = Field(default_factory=RayConfig)  # type: ignore[arg-type]
+    eval: EvalConfig = Field(default_factory=EvalConfig)  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainerConfig:
+        if self.objective.name in ("opd", "atod") and not self.models.teacher:
+            raise ValueError(f"objective {self.objective.name!r} needs a teacher: set models.teacher to a local folder")
+        if self.objective.name in ("grpo", "atod") and self.rollout.group_size < 2:
+            raise ValueError(
+                f"objective {self.objective.name!r} normalises rewards within a group: set rollout.group_size >= 2"
+            )
+        if self.env.name in ("webshop", "searchqa") and self.env.targets == ["local"]:
+            raise ValueError(f"no local server ships for {self.env.name!r}: set env.targets to a running server")
+        return self
+
+
+def _apply_override(data: dict[str, Any], override: str) -> None:
+    if "=" not in override:
+        raise ConfigError(f"override {override!r} must look like section.field=value (e.g. optim.lr=1e-3)")
+    dotted, raw = override.split("=", 1)
+    keys = dotted.split(".")
+    node = data
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {override!r}: {key!r} is not a section")
+    node[keys[-1]] = yaml.safe_load(raw)
+
+
+def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> TrainerConfig:
+    """Read a YAML config (or the defaults when `path` is None) and apply `a.b=value` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        file = Path(path)
+        if not file.is_file():
+            shipped = Path(__file__).parent / "configs" / file.name
+            if not shipped.is_file():
+                raise ConfigError(f"config file {file} not found; shipped configs live in {shipped.parent}")
+            file = shipped
+        loaded = yaml.safe_load(file.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{file} must hold a YAML mapping of sections")
+        data = loaded
+    for override in overrides:
+        _apply_override(data, override)
+    return config_from_dict(data)
+
+
+def config_from_dict(data: Mapping[str, Any]) -> TrainerConfig:
+    """Validate a plain mapping; errors name the field and the problem."""
+    try:
+        return TrainerConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        lines = [f"  {'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()]
+        raise ConfigError("invalid trainer config:\n" + "\n".join(lines)) from exc
+
+
+def reference_markdown() -> str:
+    """The config reference as a markdown table per section (used by docs/trainer.md)."""
+    out: list[str] = []
+    for section, info in TrainerConfig.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            out.append(f"\n### `{section}`: {(annotation.__doc__ or '').strip()}\n")
+            out.append("| field | default | description |\n|---|---|---|")
+            for name, field in annotation.model_fields.items():
+                default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
+                out.append(f"| `{name}` | `{default!r}` | {field.description or ''} |")
+    top = [
+        f"| `{n}` | `{f.default!r}` | {f.description or ''} |"
+        for n, f in TrainerConfig.model_fields.items()
+        if not (isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel))
+    ]
+    return "\n".join(["### top level\n", "| field | default | description |\n|---|---|---|", *top, *out]) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference_markdown())

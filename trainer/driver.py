@@ -1,0 +1,146 @@
+"""The training driver: one plain loop over a `WorkerGroup` (in-process or Ray).
+
+for step:  tasks -> rollout (G per task) -> [teacher scores] -> SyncGroups batch -> learner
+           -> weights to rollout workers -> metrics (JSONL, TensorBoard, progress bar) -> checkpoint
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from trainer.batching import SyncGroups
+from trainer.config import TrainerConfig
+from trainer.metrics import MetricsLogger
+from trainer.objectives import diagnostics as names
+from trainer.objectives.registry import get_objective
+from trainer.rollout import SamplingSettings, Trajectory
+from trainer.rollout.local_server import LocalServer
+from trainer.workers import WorkerGroup, latest_checkpoint, make_workers
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a run produced."""
+
+    output_dir: Path
+    final_step: int
+    checkpoint: str | None
+    last_metrics: dict[str, float]
+
+
+def trajectory_metrics(trajectories: Sequence[Trajectory], prefix: str = "rollout") -> dict[str, float]:
+    """Success rate, mean turns and dropped share of a set of trajectories."""
+    complete = [t for t in trajectories if not t.dropped]
+    n = max(len(complete), 1)
+    return {
+        f"{prefix}/success_rate": sum(t.won for t in complete) / n,
+        f"{prefix}/mean_turns": sum(t.num_turns for t in complete) / n,
+        f"{prefix}/trajectories": float(len(trajectories)),
+        f"{prefix}/dropped_ratio": (len(trajectories) - len(complete)) / max(len(trajectories), 1),
+    }
+
+
+class TaskSampler:
+    """Cycles through the training tasks in a seeded shuffled order; each draw gets its own env seed."""
+
+    def __init__(self, task_ids: Sequence[str], seed: int, start_draw: int = 0) -> None:
+        if not task_ids:
+            raise ValueError("no training tasks: check env.train_split / env.task_ids against the server's task list")
+        self.task_ids = list(task_ids)
+        self.rng = random.Random(seed)
+        self.draw = 0
+        self._order: list[str] = []
+        for _ in range(start_draw):
+            self._next()
+
+    def _next(self) -> tuple[str, int]:
+        if not self._order:
+            self._order = self.task_ids[:]
+            self.rng.shuffle(self._order)
+        self.draw += 1
+        return self._order.pop(), self.draw
+
+    def sample(self, count: int) -> list[tuple[str, int]]:
+        """`count` (task_id, seed) pairs."""
+        return [self._next() for _ in range(count)]
+
+
+def training_tasks(config: TrainerConfig, workers: WorkerGroup) -> list[str]:
+    """Task ids to train on: the explicit list, else the train split (first `max_tasks`)."""
+    ids = list(config.env.task_ids) or workers.task_ids(config.env.train_split, config.env.families)
+    return ids[: config.env.max_tasks] if config.env.max_tasks else ids
+
+
+@contextlib.contextmanager
+def env_targets(config: TrainerConfig) -> Iterator[list[str]]:
+    """Server addresses; starts (and stops) a local server for each "local" entry."""
+    with contextlib.ExitStack() as stack:
+        targets = [
+            stack.enter_context(LocalServer(config.env.name)).address if target == "local" else target
+            for target in config.env.targets
+        ]
+        yield targets
+
+
+def train(config: TrainerConfig, *, progress: bool = True) -> TrainResult:
+    """Run `config.steps` learner steps (continuing from the newest checkpoint when `resume`)."""
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(config.model_dump_json(indent=2))
+    resume_from = latest_checkpoint(out) if config.resume else None
+    with env_targets(config) as targets:
+        workers = make_workers(config, targets, resume_from)
+        try:
+            return _loop(config, workers, out, resume_from, progress)
+        finally:
+            workers.close()
+
+
+def _loop(
+    config: TrainerConfig, workers: WorkerGroup, out: Path, resume_from: str | None, progress: bool
+) -> TrainResult:
+    start = workers.global_step()
+    draws = start * config.rollout.tasks_per_step
+    sampler = TaskSampler(training_tasks(config, workers), config.seed, start_draw=draws)
+    composer = SyncGroups(config.prompt.context)
+    needs_teacher = get_objective(config.objective.name).needs_teacher
+    logger = MetricsLogger(out)
+    checkpoint = resume_from
+    metrics: dict[str, float] = {}
+    bar = tqdm(range(start, config.steps), initial=start, total=config.steps, disable=not progress, desc="train")
+    try:
+        for step in bar:
+            sampling = SamplingSettings(
+                max_new_tokens=config.rollout.max_new_tokens,
+                temperature=config.rollout.temperature,
+                top_p=config.rollout.top_p,
+                top_logprobs=config.rollout.top_logprobs,
+                seed=config.seed * 1_000_003 + step * 1009,
+            )
+            trajectories, stats = workers.rollout(sampler.sample(config.rollout.tasks_per_step), sampling)
+            metrics = {**stats.as_metrics(), **trajectory_metrics(trajectories)}
+            if needs_teacher:
+                trajectories, scored = workers.score(trajectories)
+                metrics["teacher/tokens_scored"] = float(scored)
+            metrics.update(workers.learn(composer.compose(trajectories)))
+            workers.sync_weights()
+            logger.log(step + 1, metrics)
+            bar.set_postfix(
+                success=f"{metrics[names.SUCCESS_RATE]:.2f}", turns=f"{metrics[names.MEAN_TURNS]:.1f}", refresh=False
+            )
+            if config.checkpoint_every and (step + 1) % config.checkpoint_every == 0:
+                checkpoint = workers.save(str(out / "checkpoints" / f"step_{step + 1:06d}"))
+        final = workers.global_step()
+        if final > start and (checkpoint is None or not checkpoint.endswith(f"step_{final:06d}")):
+            checkpoint = workers.save(str(out / "checkpoints" / f"step_{final:06d}"))
+    finally:
+        bar.close()
+        logger.close()
+    logger.plot()
+    return TrainResult(out, workers.global_step(), checkpoint, metrics)

@@ -1,0 +1,187 @@
+"""The learner: advantages from the registry, PPO-clipped loss, AdamW with gradient accumulation.
+
+One `Learner.step(batch)`:
+1. advantages `(N, S)` from the objective registered under `objective.name` (the learner never
+   knows which objective runs);
+2. rows are cut into micro-batches by a token budget; each micro-batch recomputes `logp` under
+   the current parameters and adds its share of the loss (the reduction's normaliser is the whole
+   batch's, so accumulation gives exactly the full-batch gradient);
+3. grad-norm clip, AdamW step. bf16 autocast on CUDA only; FSDP when a process group with more
+   than one rank exists (not exercised on the CPU machines this was built on).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.config import ObjectiveConfig, OptimConfig
+from trainer.objectives.batch import TokenBatch
+from trainer.objectives.loss import ppo_actor_loss
+from trainer.objectives.registry import build_config, get_objective
+
+STATE_FILE = "trainer_state.pt"
+
+
+def token_logprobs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, S) log-prob of each token given the previous ones (position 0 gets 0), and the
+    (N, S-1, V) log-softmax that predicts positions 1..S-1."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask.long()).logits.float()
+    log_softmax = torch.log_softmax(logits[:, :-1], dim=-1)
+    logp = torch.zeros(input_ids.shape, dtype=log_softmax.dtype, device=log_softmax.device)
+    logp[:, 1:] = log_softmax.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    return logp, log_softmax
+
+
+def masked_entropy(log_softmax: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sum over `mask` positions (N, S) of the full-vocabulary entropy predicting each token."""
+    with torch.no_grad():
+        supervised = log_softmax[mask[:, 1:]]
+        return -(supervised.exp() * supervised).sum()
+
+
+def micro_batches(batch: TokenBatch, token_budget: int) -> Iterator[tuple[slice, int]]:
+    """Consecutive row slices whose padded size (rows x longest row) fits `token_budget`, and their width."""
+    lengths = batch.attention_mask.sum(dim=1).tolist()
+    start = 0
+    while start < len(lengths):
+        width = int(lengths[start])
+        end = start + 1
+        while end < len(lengths) and (end + 1 - start) * max(width, int(lengths[end])) <= token_budget:
+            width = max(width, int(lengths[end]))
+            end += 1
+        yield slice(start, end), width
+        start = end
+
+
+def loss_normaliser(batch: TokenBatch, reduction: str) -> float:
+    """The whole batch's denominator of the reduction (supervised tokens, or supervised turns)."""
+    if reduction == "token-mean":
+        return float(batch.loss_mask.sum())
+    return float(torch.unique(batch.turn_ids[batch.loss_mask]).numel())
+
+
+class Learner:
+    """Owns the student parameters and the optimizer; `step` applies one update."""
+
+    def __init__(self, model: Any, objective: ObjectiveConfig, optim: OptimConfig, device: str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.model = maybe_fsdp(model.to(self.device))
+        self.model.train()
+        self.objective = objective
+        self.spec = get_objective(objective.name)
+        self.hyperparameters = build_config(objective.name, objective.params)
+        self.reduction = objective.reduction or self.spec.default_reduction
+        self.optim = optim
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay
+        )
+        self.global_step = 0
+
+    def step(self, batch: TokenBatch) -> dict[str, float]:
+        """One optimizer update (times `optim.epochs`) on `batch`; returns metrics."""
+        start = time.perf_counter()
+        batch = batch.to(self.device)
+        advantages, metrics = self.spec.compute(batch, self.hyperparameters, step=self.global_step)
+        normaliser = loss_normaliser(batch, self.reduction)
+        sums: dict[str, float] = {}
+        for _ in range(self.optim.epochs):
+            sums = self._accumulate(batch, advantages.detach(), normaliser)
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.grad_clip)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.global_step += 1
+        tokens = float(batch.loss_mask.sum())
+        metrics.update(sums)
+        metrics.update(
+            {
+                "actor/grad_norm": float(grad_norm),
+                "actor/lr": self.optim.lr,
+                "learner/tokens": float(batch.attention_mask.sum()),
+                "learner/supervised_tokens": tokens,
+                "learner/rows": float(batch.num_rows),
+                "learner/step_s": time.perf_counter() - start,
+                "learner/step": float(self.global_step),
+            }
+        )
+        return metrics
+
+    def _accumulate(self, batch: TokenBatch, advantages: torch.Tensor, normaliser: float) -> dict[str, float]:
+        weighted: dict[str, float] = {}
+        entropy_sum = 0.0
+        total = max(float(batch.loss_mask.sum()), 1.0)
+        for rows, width in micro_batches(batch, self.optim.micro_batch_tokens):
+            ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
+            mask = batch.loss_mask[rows, :width]
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+                logp, log_softmax = token_logprobs(self.model, ids, attn)
+            loss, loss_metrics = ppo_actor_loss(
+                logp,
+                batch.logp_old[rows, :width],
+                advantages[rows, :width],
+                mask,
+                clip_eps=self.objective.clip_eps,
+                reduction=self.reduction,
+                row_ids=batch.turn_ids[rows, :width],
+                normaliser=normaliser,
+            )
+            loss.backward()
+            entropy_sum += float(masked_entropy(log_softmax, mask))
+            share = float(mask.sum()) / total
+            for name, value in loss_metrics.items():
+                if name != "actor/pg_loss":
+                    weighted[name] = weighted.get(name, 0.0) + share * float(value)
+            weighted["actor/pg_loss"] = weighted.get("actor/pg_loss", 0.0) + float(loss.detach())
+        weighted["actor/entropy"] = entropy_sum / total
+        return weighted
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """CPU copy of the current parameters, named as in the HF state dict (for rollout workers)."""
+        return {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.model.state_dict().items()}
+
+    def save(self, folder: str | Path, tokenizer: Any = None) -> Path:
+        """Write model (HF folder), optimizer, step and RNG states to `folder`."""
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(out)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(out)
+        state = {
+            "optimizer": self.optimizer.state_dict(),
+            "global_step": self.global_step,
+            "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+        }
+        torch.save(state, out / STATE_FILE)
+        return out
+
+    def load(self, folder: str | Path) -> None:
+        """Restore optimizer, step and RNG states saved by `save` (the model is loaded by the caller)."""
+        state = torch.load(Path(folder) / STATE_FILE, weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.global_step = int(state["global_step"])
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+
+
+def maybe_fsdp(model: Any) -> Any:
+    """Wrap in FSDP when a multi-rank process group is initialised (GPU clusters); otherwise unchanged."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return model
+    if torch.distributed.get_world_size() < 2:
+        return model
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    return FullyShardedDataParallel(model, use_orig_params=True)
+
+
+def apply_weights(model: Any, weights: Mapping[str, torch.Tensor]) -> None:
+    """Load `weights` into `model` in place (strict)."""
+    model.load_state_dict(dict(weights), strict=True)

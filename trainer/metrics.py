@@ -1,0 +1,95 @@
+"""Run metrics: TensorBoard event files, a JSONL log, and a PNG plot of success rate and diagnostics."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trainer.objectives import diagnostics as names
+
+JSONL = "metrics.jsonl"
+PLOT = "training.png"
+PLOTTED: tuple[str, ...] = (
+    names.SUCCESS_RATE,
+    names.MEAN_TURNS,
+    names.KL_COEF,
+    names.RL_COEF,
+    names.OPD_RL_RATIO,
+    names.ACTOR_ENTROPY,
+    names.TDUR_ACTIVE_RATIO,
+    names.TDUR_MEAN_WEIGHT,
+    names.TEACHER_STUDENT_GAP,
+    "eval/success_rate",
+    "actor/pg_loss",
+    "opd/teacher_student_kl",
+)
+
+
+class MetricsLogger:
+    """Appends one record per step to `metrics.jsonl` and TensorBoard; `plot()` draws the PNG."""
+
+    def __init__(self, output_dir: str | Path, *, tensorboard: bool = True) -> None:
+        self.dir = Path(output_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / JSONL
+        self._writer: Any = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(log_dir=str(self.dir / "tensorboard"))
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Write one record (NaN becomes null in JSON and is skipped in TensorBoard)."""
+        clean = {k: (None if isinstance(v, float) and math.isnan(v) else float(v)) for k, v in metrics.items()}
+        with self.path.open("a") as fh:
+            fh.write(json.dumps({"step": step, **clean}, sort_keys=True) + "\n")
+        if self._writer is not None:
+            for key, value in clean.items():
+                if value is not None:
+                    self._writer.add_scalar(key, value, step)
+            self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+    def plot(self, keys: Sequence[str] = PLOTTED) -> Path:
+        """Draw every logged key of `keys` against the step into `training.png`."""
+        return plot_metrics(read_metrics(self.path), self.dir / PLOT, keys)
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a metrics.jsonl file (empty when missing)."""
+    file = Path(path)
+    if not file.is_file():
+        return []
+    return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+
+
+def plot_metrics(records: Sequence[Mapping[str, Any]], out: str | Path, keys: Sequence[str] = PLOTTED) -> Path:
+    """One small panel per key that has at least one value; written with matplotlib's Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    present = [k for k in keys if any(r.get(k) is not None for r in records)]
+    cols = 3
+    rows = max(1, math.ceil(len(present) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.6 * rows), squeeze=False)
+    for ax, key in zip(axes.flat, present, strict=False):
+        points = [(r["step"], r[key]) for r in records if r.get(key) is not None]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3)
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(present) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    path = Path(out)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

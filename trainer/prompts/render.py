@@ -1,0 +1,94 @@
+"""Render an episode's state into the user message of the next turn.
+
+`history` mode re-renders the whole prompt every turn with the last `history_length`
+(observation, action) pairs; `full` mode sends the first prompt once and then only a short
+follow-up per turn (the earlier turns stay in the chat context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trainer.prompts.templates import ATOD_TEMPLATES, COMPACT, COMPACT_FOLLOW_UP, FULL_FOLLOW_UP
+
+
+@dataclass(frozen=True)
+class PastStep:
+    """One finished turn as the prompt shows it."""
+
+    observation: str
+    """Observation the agent acted on."""
+    action: str
+    """Action it took (for an invalid turn: the raw response, shortened)."""
+
+
+@dataclass(frozen=True)
+class PromptState:
+    """Everything the prompt of one turn may show."""
+
+    task_description: str
+    observation: str
+    admissible: Sequence[str]
+    past: Sequence[PastStep]
+    """Every earlier turn of the episode, oldest first."""
+
+
+class PromptRenderer:
+    """Turns a `PromptState` into prompt text for one environment, style and context mode."""
+
+    def __init__(
+        self,
+        env_name: str,
+        *,
+        style: str = "atod",
+        context: str = "history",
+        history_length: int = 2,
+        show_admissible: bool = True,
+    ) -> None:
+        if style == "atod" and env_name not in ATOD_TEMPLATES:
+            raise ValueError(f"no ATOD template for {env_name!r}; known: {', '.join(sorted(ATOD_TEMPLATES))}")
+        self.env_name = env_name
+        self.style = style
+        self.context = context
+        self.history_length = history_length
+        self.show_admissible = show_admissible
+
+    def render(self, state: PromptState) -> str:
+        """The user message of the turn at `state` (the follow-up message in `full` mode after turn 0)."""
+        step = len(state.past)
+        admissible = self._admissible(state.admissible)
+        if self.context == "full" and step > 0:
+            follow_up = COMPACT_FOLLOW_UP if self.style == "compact" else FULL_FOLLOW_UP
+            return follow_up.format(
+                current_step=step + 1, current_observation=state.observation, admissible_actions=admissible
+            )
+        shown = list(state.past)[-self.history_length :] if self.context == "history" and self.history_length else []
+        template = COMPACT if self.style == "compact" else ATOD_TEMPLATES[self.env_name]
+        return template.format(
+            task_description=state.task_description.strip().rstrip("."),
+            step_count=step,
+            history_length=len(shown),
+            action_history=self._history(shown, first_index=step - len(shown) + 1),
+            current_step=step + 1,
+            current_observation=state.observation.strip(),
+            admissible_actions=admissible,
+        )
+
+    def _admissible(self, actions: Sequence[str]) -> str:
+        if not self.show_admissible:
+            return "(not listed)"
+        if self.style == "compact":
+            return " | ".join(actions)
+        return ", ".join(f"'{action}'" for action in actions)
+
+    def _history(self, shown: Sequence[PastStep], first_index: int) -> str:
+        if self.env_name == "searchqa":
+            return "".join(f"\n{step.action}\n<information>{step.observation.strip()}</information>" for step in shown)
+        if self.style == "compact":
+            return "".join(f" Previous action: {step.action}." for step in shown[-1:])
+        lines = []
+        for offset, step in enumerate(shown):
+            i = first_index + offset
+            lines.append(f"\n[Observation {i}: '{step.observation.strip()}', Action {i}: '{step.action}']")
+        return "".join(lines)

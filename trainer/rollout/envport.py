@@ -1,0 +1,95 @@
+"""The few session operations a rollout needs, as a protocol, and its envhub-client implementation.
+
+Rollout strategies talk to `EnvPort`, not to gRPC, so a strategy reads like the algorithm.
+`ClientEnvPort` implements it over `envhub.client.EnvhubClient` (real gRPC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class EnvView:
+    """What the agent sees after create / restore / step."""
+
+    session_id: str
+    text: str
+    task_description: str = ""
+    admissible: tuple[str, ...] = ()
+    reward: float = 0.0
+    score: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    won: bool = False
+
+
+class EnvPort(Protocol):
+    """Session operations used by rollout strategies (thread-safe: called from a thread pool)."""
+
+    def create(self, task_id: str, *, seed: int, max_steps: int, admissible: bool) -> EnvView: ...
+    def fork(self, session_id: str, count: int) -> list[str]: ...
+    def step(self, session_id: str, action: str, *, admissible: bool, timeout: float) -> EnvView: ...
+    def snapshot(self, session_id: str) -> bytes: ...
+    def restore(self, snapshot: bytes, *, admissible: bool) -> EnvView: ...
+    def expert(self, session_id: str) -> list[str]: ...
+    def close(self, session_id: str) -> None: ...
+    def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]: ...
+
+
+class ClientEnvPort:
+    """`EnvPort` over `envhub.client.EnvhubClient` for one environment kind."""
+
+    def __init__(self, client: Any, environment: str) -> None:
+        self.client = client
+        self.environment = environment
+
+    def create(self, task_id: str, *, seed: int, max_steps: int, admissible: bool) -> EnvView:
+        start = self.client.create_session(
+            self.environment, task_id=task_id, seed=seed, max_steps=max_steps, admissible=admissible
+        )
+        return _view(start.session_id, start.observation)
+
+    def fork(self, session_id: str, count: int) -> list[str]:
+        return list(self.client.fork(session_id, count))
+
+    def step(self, session_id: str, action: str, *, admissible: bool, timeout: float) -> EnvView:
+        result = self.client.step(session_id, action, admissible=admissible, timeout=timeout)
+        return _view(
+            session_id,
+            result.observation,
+            reward=result.reward,
+            terminated=result.terminated,
+            truncated=result.truncated,
+            won=result.won,
+        )
+
+    def snapshot(self, session_id: str) -> bytes:
+        return bytes(self.client.snapshot(session_id).data)
+
+    def restore(self, snapshot: bytes, *, admissible: bool) -> EnvView:
+        start = self.client.restore(snapshot, admissible=admissible)
+        return _view(start.session_id, start.observation)
+
+    def expert(self, session_id: str) -> list[str]:
+        return list(self.client.expert_actions(session_id))
+
+    def close(self, session_id: str) -> None:
+        self.client.close_session(session_id)
+
+    def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]:
+        tasks = self.client.list_tasks(self.environment, split=split)
+        return [task.task_id for task in tasks if not families or task.family in families]
+
+
+def _view(session_id: str, observation: Any, **step: Any) -> EnvView:
+    return EnvView(
+        session_id=session_id,
+        text=observation.text,
+        task_description=observation.task_description,
+        admissible=tuple(observation.admissible_actions or ()),
+        score=float(observation.score),
+        **step,
+    )

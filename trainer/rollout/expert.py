@@ -1,0 +1,82 @@
+"""Expert demonstrations through the servers' GetExpertActions: text for tokenizers, pairs for SFT."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer.prompts import PastStep, PromptRenderer, PromptState, encode_user_turn
+from trainer.rollout.envport import EnvPort
+
+
+@dataclass
+class ExpertEpisode:
+    """One expert-played episode: the prompt state before each action, and the action."""
+
+    task_id: str
+    states: list[PromptState] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    won: bool = False
+
+
+def play_expert(port: EnvPort, task_id: str, *, seed: int, max_turns: int, admissible: bool = True) -> ExpertEpisode:
+    """Follow the expert's next action until the episode ends (or it has no action)."""
+    episode = ExpertEpisode(task_id)
+    view = port.create(task_id, seed=seed, max_steps=max_turns, admissible=admissible)
+    task = view.task_description
+    past: list[PastStep] = []
+    try:
+        for _ in range(max_turns):
+            plan = port.expert(view.session_id)
+            if not plan:
+                break
+            episode.states.append(PromptState(task, view.text, view.admissible, list(past)))
+            episode.actions.append(plan[0])
+            past.append(PastStep(view.text, plan[0]))
+            view = port.step(view.session_id, plan[0], admissible=admissible, timeout=30.0)
+            if view.won or view.terminated or view.truncated:
+                episode.won = view.won
+                break
+    finally:
+        port.close(view.session_id)
+    return episode
+
+
+def collect_expert(
+    port: EnvPort, task_ids: Sequence[str], *, max_turns: int = 30, seed: int = 0, threads: int = 8
+) -> list[ExpertEpisode]:
+    """Expert episodes of `task_ids`, played concurrently."""
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(
+            pool.map(lambda task_id: play_expert(port, task_id, seed=seed, max_turns=max_turns), list(task_ids))
+        )
+
+
+def action_text(action: str) -> str:
+    """The response an agent should give for `action` (what SFT targets)."""
+    return f"<action>{action}</action>"
+
+
+def expert_texts(episodes: Sequence[ExpertEpisode], renderers: Sequence[PromptRenderer]) -> list[str]:
+    """Every rendered prompt and response of the episodes (tokenizer training corpus)."""
+    texts = []
+    for episode in episodes:
+        for state, action in zip(episode.states, episode.actions, strict=True):
+            texts += [renderer.render(state) for renderer in renderers]
+            texts.append(action_text(action))
+    return texts
+
+
+def sft_examples(
+    episodes: Sequence[ExpertEpisode], renderer: PromptRenderer, tokenizer: Any, max_prompt_tokens: int = 1024
+) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, response ids + EOS) per expert turn, prompts rendered exactly as rollouts render them."""
+    examples = []
+    for episode in episodes:
+        for state, action in zip(episode.states, episode.actions, strict=True):
+            prompt = encode_user_turn(tokenizer, renderer.render(state), max_prompt_tokens)
+            response = list(tokenizer.encode(action_text(action), add_special_tokens=False))
+            examples.append((prompt, [*response, tokenizer.eos_token_id]))
+    return examples

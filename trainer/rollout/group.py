@@ -1,0 +1,275 @@
+"""`GroupRollout`: G trajectories per task from identical states, all sessions advanced in lock-step.
+
+Every turn, the prompts of all active sessions are generated as ONE batch, then their actions are
+sent concurrently (a thread pool over the synchronous client). A step that fails or passes its
+deadline is retried from the snapshot taken at the turn start (when snapshots are on) and
+otherwise the trajectory is dropped with a counted reason; the other sessions carry on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+
+from envhub.core.errors import EnvhubError
+from trainer.prompts import INVALID_ACTION_OBSERVATION, PastStep, PromptRenderer, PromptState, encode_user_turn
+from trainer.prompts.parse import parse_action
+from trainer.rollout.envport import EnvPort, EnvView
+from trainer.rollout.types import Trajectory, Turn
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """Generation settings of one rollout call."""
+
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_logprobs: int = 0
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """Episode settings shared by every trajectory of a rollout."""
+
+    group_size: int = 8
+    max_turns: int = 50
+    admissible: bool = True
+    snapshots: bool = False
+    step_timeout_s: float = 30.0
+    step_retries: int = 1
+    concurrency: int = 16
+    max_prompt_tokens: int = 1024
+
+
+@dataclass
+class RolloutStats:
+    """Counters of one rollout call."""
+
+    turns: int = 0
+    invalid_turns: int = 0
+    generated_tokens: int = 0
+    retries: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    generate_s: float = 0.0
+    step_s: float = 0.0
+    wall_s: float = 0.0
+
+    def as_metrics(self) -> dict[str, float]:
+        """Flat metrics for logging."""
+        out = {
+            "rollout/turns": float(self.turns),
+            "rollout/invalid_turn_ratio": self.invalid_turns / max(self.turns, 1),
+            "rollout/generated_tokens": float(self.generated_tokens),
+            "rollout/retries": float(self.retries),
+            "rollout/dropped": float(sum(self.dropped.values())),
+            "rollout/generate_s": self.generate_s,
+            "rollout/step_s": self.step_s,
+            "rollout/wall_s": self.wall_s,
+            "rollout/turns_per_s": self.turns / max(self.wall_s, 1e-9),
+        }
+        out.update({f"rollout/dropped/{reason}": float(n) for reason, n in self.dropped.items()})
+        return out
+
+
+@dataclass
+class _Episode:
+    trajectory: Trajectory
+    view: EnvView
+    task_description: str
+    past: list[PastStep] = field(default_factory=list)
+    context: list[int] = field(default_factory=list)
+    """Full-mode token context (prompt + responses so far)."""
+    snapshot: bytes | None = None
+
+    @property
+    def active(self) -> bool:
+        return not self.trajectory.dropped and not self.trajectory.done
+
+
+class GroupRollout:
+    """Rollout strategy: G sessions per task forked from one, stepped in lock-step batches."""
+
+    def __init__(
+        self,
+        port: EnvPort,
+        backend: Any,
+        tokenizer: Any,
+        renderer: PromptRenderer,
+        settings: RolloutSettings,
+    ) -> None:
+        self.port = port
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.renderer = renderer
+        self.settings = settings
+        self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="rollout")
+
+    def close(self) -> None:
+        """Stop the step thread pool."""
+        self._pool.shutdown(wait=True)
+
+    def run(
+        self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
+    ) -> tuple[list[Trajectory], RolloutStats]:
+        """Play `group_size` episodes of each (task_id, seed); trajectories come back in group order."""
+        stats = RolloutStats()
+        start = time.perf_counter()
+        size = group_size or self.settings.group_size
+        groups = self._map(lambda item: self._start_group(item[0], *item[1], size), list(enumerate(tasks)))
+        episodes = [episode for group in groups for episode in group]
+        try:
+            turn = 0
+            while active := [e for e in episodes if e.active]:
+                seed = None if sampling.seed is None else sampling.seed + turn
+                self._turn(active, sampling, seed, stats)
+                turn += 1
+        finally:
+            self._map(lambda e: self._close(e.view.session_id), episodes)
+        stats.wall_s = time.perf_counter() - start
+        return [e.trajectory for e in episodes], stats
+
+    # ------------------------------------------------------------------ one turn
+
+    def _turn(self, active: list[_Episode], sampling: SamplingSettings, seed: int | None, stats: RolloutStats) -> None:
+        if self.settings.snapshots:
+            snapshots = self._map(lambda e: self.port.snapshot(e.view.session_id), active)
+            for episode, snapshot in zip(active, snapshots, strict=True):
+                episode.snapshot = snapshot
+        prompts = [self._prompt_ids(e) for e in active]
+        t0 = time.perf_counter()
+        generations = self.backend.generate(
+            prompts,
+            max_new_tokens=sampling.max_new_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_logprobs=sampling.top_logprobs,
+            seed=seed,
+        )
+        stats.generate_s += time.perf_counter() - t0
+        texts = [self.tokenizer.decode(g.token_ids, skip_special_tokens=True) for g in generations]
+        actions = [parse_action(text, self.renderer.env_name) for text in texts]
+        t0 = time.perf_counter()
+        outcomes = self._map(lambda pair: self._step(*pair, stats), list(zip(active, actions, strict=True)))
+        stats.step_s += time.perf_counter() - t0
+        for episode, prompt, generation, text, action, outcome in zip(
+            active, prompts, generations, texts, actions, outcomes, strict=True
+        ):
+            stats.turns += 1
+            stats.invalid_turns += action is None
+            stats.generated_tokens += len(generation.token_ids)
+            if isinstance(outcome, str):
+                episode.trajectory.dropped = outcome
+                stats.dropped[outcome] += 1
+                continue
+            self._record(episode, prompt, generation, text, action, outcome)
+
+    def _record(
+        self, episode: _Episode, prompt: list[int], generation: Any, text: str, action: str | None, view: EnvView
+    ) -> None:
+        trajectory = episode.trajectory
+        limit = len(trajectory.turns) + 1 >= self.settings.max_turns
+        trajectory.turns.append(
+            Turn(
+                prompt_ids=prompt,
+                response_ids=list(generation.token_ids),
+                logp_old=list(generation.logprobs),
+                response_text=text,
+                action=action,
+                observation=view.text,
+                reward=view.reward,
+                score=view.score,
+                done=view.terminated or view.truncated or view.won or limit,
+                admissible=list(episode.view.admissible),
+                snapshot=episode.snapshot,
+                top_logprobs=generation.top_logprobs,
+            )
+        )
+        trajectory.won = trajectory.won or view.won
+        episode.past.append(PastStep(observation=episode.view.text, action=action or _shorten(text)))
+        if self.renderer.context == "full":
+            episode.context = prompt + list(generation.token_ids)
+        episode.view = view
+
+    def _prompt_ids(self, episode: _Episode) -> list[int]:
+        state = PromptState(
+            task_description=episode.task_description,
+            observation=episode.view.text,
+            admissible=episode.view.admissible,
+            past=episode.past,
+        )
+        message = encode_user_turn(self.tokenizer, self.renderer.render(state))
+        ids = episode.context + message if self.renderer.context == "full" else message
+        limit = self.settings.max_prompt_tokens
+        return ids[-limit:] if self.renderer.context == "history" else ids
+
+    def _step(self, episode: _Episode, action: str | None, stats: RolloutStats) -> EnvView | str:
+        """The new view, or the reason the trajectory is dropped."""
+        if action is None:
+            return EnvView(
+                session_id=episode.view.session_id,
+                text=INVALID_ACTION_OBSERVATION,
+                task_description=episode.view.task_description,
+                admissible=episode.view.admissible,
+                score=episode.view.score,
+            )
+        snapshot = episode.snapshot
+        attempts = 1 + (self.settings.step_retries if snapshot is not None else 0)
+        reason = ""
+        for attempt in range(attempts):
+            try:
+                if attempt and snapshot is not None:
+                    stats.retries += 1
+                    self._close(episode.view.session_id)
+                    restored = self.port.restore(snapshot, admissible=self.settings.admissible)
+                    episode.view = EnvView(**{**restored.__dict__, "admissible": episode.view.admissible})
+                return self.port.step(
+                    episode.view.session_id,
+                    action,
+                    admissible=self.settings.admissible,
+                    timeout=self.settings.step_timeout_s,
+                )
+            except EnvhubError as exc:
+                reason = exc.reason
+        return reason or "STEP_FAILED"
+
+    # ------------------------------------------------------------------ sessions
+
+    def _start_group(self, group: int, task_id: str, seed: int, size: int) -> list[_Episode]:
+        first = self.port.create(
+            task_id, seed=seed, max_steps=self.settings.max_turns, admissible=self.settings.admissible
+        )
+        ids = [first.session_id, *self.port.fork(first.session_id, size - 1)] if size > 1 else [first.session_id]
+        return [
+            _Episode(
+                trajectory=Trajectory(task_id=task_id, group=group, seed=seed),
+                view=EnvView(**{**first.__dict__, "session_id": sid}),
+                task_description=first.task_description,
+            )
+            for sid in ids
+        ]
+
+    def _close(self, session_id: str) -> None:
+        try:
+            self.port.close(session_id)
+        except EnvhubError as exc:
+            if exc.code != grpc.StatusCode.NOT_FOUND:
+                raise
+
+    def _map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        return list(self._pool.map(fn, items))
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
