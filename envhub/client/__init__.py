@@ -1,10 +1,12 @@
-"""envhub clients: `EnvhubClient` (blocking), `AsyncEnvhubClient` (asyncio), `EnvhubPool` (several replicas).
+"""envhub clients: `EnvhubClient` (blocking), `AsyncEnvhubClient` (asyncio), `EnvhubPool` (several replicas),
+`SessionStreamClient` (many sessions on one SessionStream, from `AsyncEnvhubClient.stream()`).
 
 Every failure raises `envhub.core.errors.EnvhubError` (code, message, reason, metadata).
 """
 
 from envhub.client.aio import AsyncEnvhubClient
 from envhub.client.pool import EnvhubPool
+from envhub.client.stream import SessionStreamClient
 from envhub.client.sync import EnvhubClient
 from envhub.client.types import (
     Capabilities,
@@ -26,6 +28,7 @@ __all__ = [
     "EnvironmentInfo",
     "Observation",
     "SessionStart",
+    "SessionStreamClient",
     "Snapshot",
     "StepResult",
     "TaskInfo",

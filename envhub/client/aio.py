@@ -12,6 +12,7 @@ import grpc.aio
 
 from envhub.client import channel, convert, types
 from envhub.client.errors import RETRYABLE, backoff_s, from_rpc_error
+from envhub.client.stream import SessionStreamClient
 from envhub.client.sync import DEFAULT_TIMEOUT_S, RETRY_ATTEMPTS
 from envhub.v1 import envhub_pb2 as pb
 from envhub.v1 import envhub_pb2_grpc as pb_grpc
@@ -93,7 +94,7 @@ class AsyncEnvhubClient:
     ) -> types.SessionStart:
         request = convert.reset_request(session_id, task_id, split, index, seed, admissible)
         response = await self._invoke(self._stub.ResetSession, request, timeout, False)
-        return types.SessionStart(session_id, convert.task(response.task), convert.observation(response.observation))
+        return convert.reset_start(session_id, response)
 
     async def step(
         self, session_id: str, action: str, *, admissible: bool = False, timeout: float | None = None
@@ -123,6 +124,10 @@ class AsyncEnvhubClient:
     async def fork(self, session_id: str, count: int = 1, timeout: float | None = None) -> list[str]:
         request = pb.ForkSessionRequest(session_id=session_id, count=count)
         return list((await self._invoke(self._stub.ForkSession, request, timeout, False)).session_ids)
+
+    def stream(self, timeout: float | None = None) -> SessionStreamClient:
+        """A `SessionStreamClient` on this channel: `async with client.stream() as stream: await stream.step(...)`."""
+        return SessionStreamClient(self._stub, self._metadata, timeout or self.timeout)
 
     async def close(self) -> None:
         await self._channel.close()

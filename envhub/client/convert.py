@@ -115,6 +115,13 @@ def session_start(message: pb.CreateSessionResponse | pb.RestoreSnapshotResponse
     )
 
 
+def reset_start(session_id: str, message: pb.ResetSessionResponse) -> types.SessionStart:
+    """A ResetSession answer as a `SessionStart` (the response does not repeat the session id)."""
+    return types.SessionStart(
+        session_id=session_id, task=task(message.task), observation=observation(message.observation)
+    )
+
+
 def snapshot_environment(data: bytes) -> str:
     """The environment named inside snapshot bytes, for routing only (not verified; servers verify)."""
     envelope = pb.SignedSnapshot.FromString(data)

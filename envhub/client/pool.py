@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 
 from google.protobuf.message import DecodeError
@@ -16,6 +17,7 @@ from google.protobuf.message import DecodeError
 from envhub.client import channel, convert, types
 from envhub.client.sync import DEFAULT_TIMEOUT_S, EnvhubClient
 from envhub.core import errors
+from envhub.core.errors import EnvhubError
 
 
 class EnvhubPool:
@@ -120,6 +122,31 @@ class EnvhubPool:
         self, session_id: str, action: str, *, admissible: bool = False, timeout: float | None = None
     ) -> types.StepResult:
         return self.client_for(session_id).step(session_id, action, admissible=admissible, timeout=timeout)
+
+    def step_many(
+        self, steps: Sequence[tuple[str, str]], *, admissible: bool = False, timeout: float | None = None
+    ) -> list[types.StepResult | EnvhubError]:
+        """`EnvhubClient.step_many(..., return_errors=True)` across replicas: one stream round per replica,
+        the rounds run in parallel; results (or errors, e.g. UNKNOWN_REPLICA) in `steps` order."""
+        results: list[types.StepResult | EnvhubError | None] = [None] * len(steps)
+        rounds: dict[str, list[int]] = {}
+        for position, (session_id, _) in enumerate(steps):
+            try:
+                rounds.setdefault(self.client_for(session_id).replica_id, []).append(position)
+            except EnvhubError as exc:
+                results[position] = exc
+
+        def play(replica: str) -> None:
+            positions = rounds[replica]
+            answers = self._clients[replica].step_many(
+                [steps[p] for p in positions], admissible=admissible, timeout=timeout, return_errors=True
+            )
+            for position, answer in zip(positions, answers, strict=True):
+                results[position] = answer
+
+        with ThreadPoolExecutor(max_workers=max(1, len(rounds))) as executor:
+            list(executor.map(play, rounds))
+        return [result for result in results if result is not None]
 
     def close_session(self, session_id: str, timeout: float | None = None) -> None:
         client = self.client_for(session_id)

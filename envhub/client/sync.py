@@ -10,14 +10,15 @@ NOT_FOUND for a close that succeeded: none of those is retried.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, overload
 
 import grpc
 
-from envhub.client import channel, convert, types
+from envhub.client import channel, convert, stream, types
 from envhub.client.errors import RETRYABLE, backoff_s, from_rpc_error
+from envhub.core.errors import EnvhubError
 from envhub.v1 import envhub_pb2 as pb
 from envhub.v1 import envhub_pb2_grpc as pb_grpc
 
@@ -114,13 +115,54 @@ class EnvhubClient:
         """Reset onto the same task and seed, or onto the ones given."""
         request = convert.reset_request(session_id, task_id, split, index, seed, admissible)
         response = self._invoke(self._stub.ResetSession, request, timeout, False)
-        return types.SessionStart(session_id, convert.task(response.task), convert.observation(response.observation))
+        return convert.reset_start(session_id, response)
 
     def step(
         self, session_id: str, action: str, *, admissible: bool = False, timeout: float | None = None
     ) -> types.StepResult:
         request = pb.StepRequest(session_id=session_id, action=action, include_admissible_actions=admissible)
         return convert.step(self._invoke(self._stub.Step, request, timeout, False))
+
+    @overload
+    def step_many(
+        self,
+        steps: Sequence[tuple[str, str]],
+        *,
+        admissible: bool = False,
+        timeout: float | None = None,
+        return_errors: Literal[False] = False,
+    ) -> list[types.StepResult]: ...
+
+    @overload
+    def step_many(
+        self,
+        steps: Sequence[tuple[str, str]],
+        *,
+        admissible: bool = False,
+        timeout: float | None = None,
+        return_errors: Literal[True],
+    ) -> list[types.StepResult | EnvhubError]: ...
+
+    def step_many(
+        self,
+        steps: Sequence[tuple[str, str]],
+        *,
+        admissible: bool = False,
+        timeout: float | None = None,
+        return_errors: bool = False,
+    ) -> list[types.StepResult] | list[types.StepResult | EnvhubError]:
+        """Step several sessions at once over one SessionStream: `[(session_id, action), ...]` -> results in order.
+
+        Every step runs (concurrently across sessions, in order within one); then the first failed
+        step's `EnvhubError` is raised, or with `return_errors` each failure takes its result's place.
+        Not retried; `timeout` bounds the whole round."""
+        results = stream.step_round(self._stub, self._metadata, steps, admissible, timeout or self.timeout)
+        if return_errors:
+            return results
+        for result in results:
+            if isinstance(result, EnvhubError):
+                raise result
+        return [result for result in results if not isinstance(result, EnvhubError)]
 
     def close_session(self, session_id: str, timeout: float | None = None) -> None:
         self._invoke(self._stub.CloseSession, pb.CloseSessionRequest(session_id=session_id), timeout, False)

@@ -1,0 +1,151 @@
+"""SessionStreamClient and step_many against a real ScienceWorld server on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from envhub.client import AsyncEnvhubClient, EnvhubClient, EnvhubError, EnvhubPool, StepResult
+from envhub.server.background import BackgroundServer
+
+ACTIONS = ["open door to kitchen", "go to kitchen", "look around", "pick up thermometer"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BackgroundServer]:
+    with BackgroundServer.local("scienceworld", max_sessions=16) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server: BackgroundServer) -> Iterator[EnvhubClient]:
+    with EnvhubClient(server.target) as c:
+        yield c
+
+
+def test_stream_results_equal_unary_results(server: BackgroundServer, client: EnvhubClient) -> None:
+    unary = client.create_session("scienceworld", task_id="boil/0", seed=4, admissible=True)
+    want = [client.step(unary.session_id, action, admissible=index == 2) for index, action in enumerate(ACTIONS)]
+    want_reset = client.reset_session(unary.session_id, split="dev", index=1, seed=2)
+
+    async def scenario() -> None:
+        async with AsyncEnvhubClient(server.target) as aio, aio.stream() as stream:
+            start = await stream.create_session("scienceworld", task_id="boil/0", seed=4, admissible=True)
+            assert (start.task, start.observation) == (unary.task, unary.observation)
+            got = [await stream.step(start.session_id, a, admissible=i == 2) for i, a in enumerate(ACTIONS)]
+            assert got == want
+            assert got[2].observation.admissible_actions and got[3].observation.admissible_actions is None
+            reset = await stream.reset_session(start.session_id, split="dev", index=1, seed=2)
+            assert (reset.session_id, reset.task, reset.observation) == (
+                start.session_id,
+                want_reset.task,
+                want_reset.observation,
+            )
+            await stream.close_session(start.session_id)
+
+    asyncio.run(scenario())
+    client.close_session(unary.session_id)
+
+
+def test_errors_are_per_request_and_match_unary_errors(server: BackgroundServer, client: EnvhubClient) -> None:
+    session_id = client.create_session("scienceworld", task_id="boil/0").session_id
+    bad_calls = [("nosuch.x", "look around"), (session_id, ""), (session_id, "x" * 5000)]
+    unary_errors = []
+    for bad_session, action in bad_calls:
+        with pytest.raises(EnvhubError) as caught:
+            client.step(bad_session, action)
+        unary_errors.append((caught.value.code, caught.value.reason))
+    assert [reason for _, reason in unary_errors] == ["SESSION_NOT_FOUND", "EMPTY_ACTION", "ACTION_TOO_LONG"]
+
+    async def scenario() -> None:
+        async with AsyncEnvhubClient(server.target) as aio, aio.stream() as stream:
+            outcomes = await asyncio.gather(
+                *(stream.step(bad_session, action) for bad_session, action in bad_calls),
+                stream.step(session_id, "look around"),
+                return_exceptions=True,
+            )
+            assert [(e.code, e.reason) for e in outcomes[:3] if isinstance(e, EnvhubError)] == unary_errors
+            assert isinstance(outcomes[3], StepResult) and outcomes[3].observation.step_index == 1
+            with pytest.raises(EnvhubError) as caught:  # an answer that never comes in time
+                await stream.reset_session(session_id, timeout=0.001)
+            assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            await stream.close_session(session_id)
+            with pytest.raises(EnvhubError) as caught:
+                await stream.close_session(session_id)
+            assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
+            assert (await stream.create_session("scienceworld", task_id="boil/0")).observation.step_index == 0
+
+    asyncio.run(scenario())
+
+
+def test_many_sessions_interleave_on_one_stream(server: BackgroundServer) -> None:
+    async def scenario() -> None:
+        async with AsyncEnvhubClient(server.target) as aio, aio.stream() as stream:
+            starts = await asyncio.gather(
+                *(stream.create_session("scienceworld", task_id="boil/0", seed=seed) for seed in range(6))
+            )
+            # every session's steps are sent at once: pipelined within a session, concurrent across them
+            calls = [stream.step(s.session_id, action) for action in ACTIONS for s in starts]
+            results = await asyncio.gather(*calls)
+            assert stream.pending == 0
+            by_session = [results[index :: len(starts)] for index in range(len(starts))]
+            for steps in by_session:
+                assert [step.observation.step_index for step in steps] == [1, 2, 3, 4]
+                assert [step.observation.text for step in steps] == [s.observation.text for s in by_session[0]]
+            await asyncio.gather(*(stream.close_session(s.session_id) for s in starts))
+
+    asyncio.run(scenario())
+
+
+def test_step_many_on_the_sync_client_and_the_pool(server: BackgroundServer, client: EnvhubClient) -> None:
+    sessions = [client.create_session("scienceworld", task_id="boil/0", seed=1).session_id for _ in range(3)]
+    reference = client.create_session("scienceworld", task_id="boil/0", seed=1).session_id
+    want = [client.step(reference, action) for action in ACTIONS[:2]]
+    first = client.step_many([(session_id, ACTIONS[0]) for session_id in sessions])
+    assert first == [want[0]] * 3
+    with EnvhubPool([server.target]) as pool:
+        mixed = pool.step_many([(sessions[0], ACTIONS[1]), ("elsewhere.1", "look"), (sessions[1], "")])
+    assert mixed[0] == want[1]
+    assert isinstance(mixed[1], EnvhubError) and mixed[1].reason == "UNKNOWN_REPLICA"
+    assert isinstance(mixed[2], EnvhubError) and mixed[2].reason == "EMPTY_ACTION"
+    with pytest.raises(EnvhubError) as caught:
+        client.step_many([(sessions[2], ACTIONS[1]), (sessions[2], "")])
+    assert caught.value.reason == "EMPTY_ACTION"
+    assert client.step(sessions[2], "look around").observation.step_index == 3  # the good step ran
+    for session_id in (*sessions, reference):
+        client.close_session(session_id)
+
+
+def test_a_broken_stream_fails_pending_and_later_calls_with_unavailable() -> None:
+    server = BackgroundServer.local("scienceworld", token="secret")
+
+    async def scenario() -> None:
+        async with AsyncEnvhubClient(server.target) as anonymous, anonymous.stream() as stream:
+            with pytest.raises(EnvhubError) as caught:
+                await stream.create_session("scienceworld", task_id="boil/0")
+            assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "STREAM_BROKEN")
+            # grpc 1.85 sometimes reports a stream refused at once as INTERNAL "Internal error from Core"
+            assert caught.value.metadata["cause_code"] in ("UNAUTHENTICATED", "INTERNAL")
+        async with AsyncEnvhubClient(server.target, token="secret") as aio, aio.stream() as stream:
+            start = await stream.create_session("scienceworld", task_id="boil/0", max_steps=10**6)
+            steps = [stream.step(start.session_id, "look around") for _ in range(200)]  # about a second of work
+            pending = asyncio.gather(*steps, return_exceptions=True)
+            await asyncio.sleep(0.05)
+            await asyncio.get_running_loop().run_in_executor(None, server.stop)
+            outcomes = await pending
+            lost = [outcome for outcome in outcomes if not isinstance(outcome, StepResult)]
+            assert lost and all(isinstance(error, EnvhubError) for error in lost)
+            assert {(error.code, error.reason) for error in lost if isinstance(error, EnvhubError)} == {
+                (grpc.StatusCode.UNAVAILABLE, "STREAM_BROKEN")
+            }
+            with pytest.raises(EnvhubError) as caught:
+                await stream.step(start.session_id, "look around")
+            assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "STREAM_BROKEN")
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        server.stop()
