@@ -146,8 +146,12 @@ def worker_main(environment: str, conn: Connection) -> None:
             if op == "stop":
                 break
             try:
-                conn.send((True, operations[op](*args)))
+                reply: tuple[bool, Any] = (True, operations[op](*args))
             except Exception as exc:  # one bad request never kills the worker: it answers with the error
-                conn.send((False, _as_envhub_error(exc)))
+                reply = (False, _as_envhub_error(exc))
+            try:
+                conn.send(reply)
+            except (BrokenPipeError, ConnectionResetError):  # the server went away first: nothing to answer
+                break
     finally:
         state.shutdown()
