@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="measure latency, throughput, restore cost and memory")
     bench.add_argument("--env", default=DEFAULT_ENV, choices=sorted(KINDS))
     bench.add_argument("--task", default=None, help="task id to step (default: the environment's bench task)")
-    bench.add_argument("--out", default="docs/results", help="folder for envhub-bench.json and .md")
+    bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument("--sessions", type=int, default=50, help="concurrent sessions for the memory figure")
     bench.add_argument("--steps", type=int, default=200, help="steps per latency measurement")
     return parser

@@ -9,7 +9,7 @@
 * memory per session: RSS of the server's whole process tree (server, workers, JVMs)
   with N live sessions, divided by N (and the marginal cost per extra session).
 
-Medians throughout (the machine is shared). Writes `<out>/envhub-bench.json` and `.md`.
+Medians throughout (the machine is shared). Writes `<out>/envhub-bench-<environment>.json` and `.md`.
 An environment is benchmarked with a `Profile` (a task and a cycle of non-terminal actions).
 """
 
@@ -45,6 +45,7 @@ PROFILES: dict[str, Profile] = {
     "scienceworld": Profile(
         "boil/0", ("look around", "inventory", "open door to kitchen", "look around", "close door to kitchen")
     ),
+    "alfworld": Profile("valid_seen/00000", ("look", "inventory", "examine the moon", "look")),
 }
 
 
@@ -277,7 +278,7 @@ def _verdict(ratio: float) -> str:
 
 def _write(out: Path, results: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "envhub-bench.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / f"envhub-bench-{results['environment']}.json").write_text(json.dumps(results, indent=2) + "\n")
     memory, local, remote = results["memory"], results["in_process"], results["grpc"]
     concurrent, threads = results["concurrent"], results["settings"]["threads"]
     lines = [
@@ -317,5 +318,5 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         f"({_verdict(_floor_ratio(results, 'in_process_admissible'))}); measured ratios on a loaded machine swing "
         "both ways around these.",
     ]
-    (out / "envhub-bench.md").write_text("\n".join(lines) + "\n")
+    (out / f"envhub-bench-{results['environment']}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

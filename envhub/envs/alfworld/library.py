@@ -161,8 +161,9 @@ class SharedDownward:
             self._owner = None
 
     def close(self) -> None:
-        """Unload the library."""
-        fast_downward.close_lib(self._lib)
+        """Free the library's task memory. The library itself stays loaded until the process exits:
+        unloading one fast-downward copy and loading another in the same process can crash."""
+        self._lib.cleanup()
         self._owner = None
 
 

@@ -24,9 +24,10 @@ def game(tmp_path_factory: pytest.TempPathFactory) -> AlfredGame:
 
 
 @pytest.fixture(scope="module")
-def library() -> SharedDownward:
-    # Not closed: unloading one fast-downward copy and loading another in the same process can crash.
-    return SharedDownward()
+def library() -> Iterator[SharedDownward]:
+    shared = SharedDownward()
+    yield shared
+    shared.close()
 
 
 @pytest.fixture
