@@ -41,8 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("quickstart", help="local servers, tiny models, a few ATOD steps on CPU, a report")
     p.add_argument("--out", default="runs/quickstart")
     p.add_argument("--models", default="runs/models")
-    p.add_argument("--expert-tasks", type=int, default=24)
-    p.add_argument("--sft-steps", type=int, default=150)
+    p.add_argument("--expert-tasks", type=int, help="training tasks played by the expert (default 400)")
+    p.add_argument("--sft-steps", type=int, help="teacher SFT optimizer steps (default 1500)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p = sub.add_parser("bench", help="learner overhead and rollout throughput benchmarks")
     p.add_argument("--out", default="docs/results", help="folder for trainer-bench.json / .md")
@@ -63,8 +63,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "quickstart":
         from trainer.quickstart import quickstart
 
-        quickstart(args.out, args.models, expert_tasks=args.expert_tasks, sft_steps=args.sft_steps,
-                   overrides=args.overrides)  # fmt: skip
+        sizes = {"expert_tasks": args.expert_tasks, "sft_steps": args.sft_steps}
+        quickstart(args.out, args.models, overrides=args.overrides, **{k: v for k, v in sizes.items() if v is not None})
         return 0
     if args.command == "bench":
         from trainer.bench import run_bench
@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(evaluation)))
         return 0
     from trainer.driver import env_targets
-    from trainer.quickstart import expert_episodes, make_models, sft_teacher
+    from trainer.quickstart import expert_episodes, make_models, sft_from_expert
 
     with env_targets(config) as targets:
         episodes = expert_episodes(config, targets[0], args.tasks)
@@ -98,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
     source = args.model or config.models.teacher
     if not source:
         raise ConfigError("sft needs a model to fine-tune: pass --model or set models.teacher")
-    print(json.dumps(sft_teacher(config, episodes, source, steps=args.steps, out_dir=args.out)))
+    print(json.dumps(sft_from_expert(config, episodes, source, steps=args.steps, out_dir=args.out)))
     return 0
 
 

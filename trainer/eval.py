@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,29 +27,44 @@ class EvalResult:
 
 
 def evaluate(
-    config: TrainerConfig, policy: str | None = None, *, targets: list[str] | None = None, seed: int = 0
+    config: TrainerConfig,
+    policy: str | None = None,
+    *,
+    targets: list[str] | None = None,
+    seed: int = 0,
+    task_ids: Sequence[str] | None = None,
+    samples: int = 1,
+    temperature: float | None = None,
 ) -> EvalResult:
-    """Play the first `eval.num_tasks` tasks of `env.eval_split` once each with `policy` (default: the student)."""
+    """Success of `policy` (default: the student) over `samples` episodes per task.
+
+    The tasks are `task_ids`, else the first `eval.num_tasks` tasks of `env.eval_split`; the
+    temperature is `eval.temperature` unless given. The success rate is the mean over all episodes.
+    """
     path = policy or config.models.student
     if targets is None:
         with env_targets(config) as started:
-            return evaluate(config, policy, targets=started, seed=seed)
+            return evaluate(
+                config, policy, targets=started, seed=seed, task_ids=task_ids, samples=samples, temperature=temperature
+            )
     worker = RolloutWorker(config, targets[0], policy_path=path)
     try:
-        task_ids = worker.task_ids(config.env.eval_split, config.env.families)[: config.eval.num_tasks]
-        if not task_ids:
+        ids = list(task_ids or worker.task_ids(config.env.eval_split, config.env.families)[: config.eval.num_tasks])
+        if not ids:
             raise ValueError(f"split {config.env.eval_split!r} has no tasks on {targets[0]}; set env.eval_split")
         sampling = SamplingSettings(
-            max_new_tokens=config.rollout.max_new_tokens, temperature=config.eval.temperature, seed=seed
+            max_new_tokens=config.rollout.max_new_tokens,
+            temperature=config.eval.temperature if temperature is None else temperature,
+            seed=seed,
         )
-        trajectories, stats = worker.run([(task_id, seed) for task_id in task_ids], sampling, group_size=1)
+        trajectories, stats = worker.run([(task_id, seed) for task_id in ids], sampling, group_size=samples)
     finally:
         worker.close()
     metrics = trajectory_metrics(trajectories, "eval")
     return EvalResult(
         policy=str(path),
-        split=config.env.eval_split,
-        tasks=len(task_ids),
+        split="(given tasks)" if task_ids else config.env.eval_split,
+        tasks=len(ids),
         success_rate=metrics["eval/success_rate"],
         mean_turns=metrics["eval/mean_turns"],
         invalid_turn_ratio=stats.invalid_turns / max(stats.turns, 1),
