@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from envhub.core.environment import TaskSpec
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -36,16 +38,8 @@ class EnvironmentInfo:
     options: Mapping[str, str]
 
 
-@dataclass(frozen=True)
-class TaskInfo:
-    """One playable task."""
-
-    task_id: str
-    split: str
-    index: int
-    family: str = ""
-    description: str = ""
-    deterministic: bool = True
+TaskInfo = TaskSpec
+"""One playable task: the same frozen dataclass the environments declare (`envhub.core.environment`)."""
 
 
 @dataclass(frozen=True)
