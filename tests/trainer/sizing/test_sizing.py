@@ -1,0 +1,40 @@
+"""The paper sizing of docs/gpu.md: shapes against published figures, and the fitting rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainer.sizing import H200_GIB, HEADROOM, QWEN3, Workload, colocated, smallest, split, table
+
+
+@pytest.mark.parametrize(
+    ("name", "published_billions"), [("Qwen3-1.7B", 1.7), ("Qwen3-4B", 4.0), ("Qwen3-8B", 8.2), ("Qwen3-32B", 32.8)]
+)
+def test_parameter_counts_match_published_sizes(name: str, published_billions: float) -> None:
+    assert QWEN3[name].params / 1e9 == pytest.approx(published_billions, rel=0.03)
+
+
+def test_kv_cache_per_token_is_k_and_v_over_all_layers_in_bf16() -> None:
+    model = QWEN3["Qwen3-1.7B"]
+    assert model.kv_bytes_per_token == 2 * 28 * 8 * 128 * 2
+
+
+def test_more_learner_ranks_shard_the_optimizer_states() -> None:
+    student, teacher = QWEN3["Qwen3-8B"], QWEN3["Qwen3-32B"]
+    one, four = colocated(student, teacher, 1, Workload()), colocated(student, teacher, 4, Workload())
+    assert four.learner_gib == pytest.approx(one.learner_gib / 4)
+
+
+def test_smallest_plan_fits_within_headroom() -> None:
+    work = Workload()
+    for student, teacher in (("Qwen3-1.7B", "Qwen3-4B"), ("Qwen3-8B", "Qwen3-32B")):
+        for plan_for in (colocated, split):
+            plan = smallest(plan_for, QWEN3[student], QWEN3[teacher], work)
+            assert plan.learner_gib + plan.activations_gib <= HEADROOM * H200_GIB
+            assert plan.concurrent_sequences >= 64
+    assert "Qwen3-8B / Qwen3-32B" in table(work)
+
+
+def test_an_8b_learner_does_not_fit_one_gpu_colocated_with_a_32b_teacher() -> None:
+    plan = colocated(QWEN3["Qwen3-8B"], QWEN3["Qwen3-32B"], 1, Workload())
+    assert plan.kv_cache_gib < 0 or plan.concurrent_sequences < 64
