@@ -1,0 +1,270 @@
+"""The DivOPD sampler, step by step on hand-built pools, and its invariants as properties."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainer.batching.divopd import PendingRow, RowMeta, SamplerSettings, select_batch
+from trainer.batching.divopd_stats import (
+    EFFECTIVE_ROLLOUTS,
+    GINI,
+    NEVER_SELECTED_SHARE,
+    TOP1_SHARE,
+    TURNS_PER_ROLLOUT,
+    Utilization,
+    batch_metrics,
+    gini,
+)
+
+
+def row(r: int, t: int, score: float = 0.0, version: int = 5, valid: bool = True, tokens: int = 1) -> RowMeta:
+    return RowMeta(rollout=r, turn=t, version=version, score=score, valid=valid, tokens=tokens)
+
+
+def base(**kw: object) -> SamplerSettings:
+    values: dict = {"reader": "divopd-base", "batch_rows": 4, "pool_multiplier": 2, "initial_cap": 1}
+    values.update(kw)
+    return SamplerSettings(**values)
+
+
+def keys(rows: tuple[RowMeta, ...]) -> list[tuple[int, int]]:
+    return [r.key for r in rows]
+
+
+# ---------------------------------------------------------------- step 1-2: staleness, pool size
+
+
+def test_stale_pending_and_fresh_rows_are_dropped_and_counted() -> None:
+    pending = [PendingRow(row(0, 0, version=2), first_seen=3), PendingRow(row(0, 1, version=3), first_seen=3)]
+    arrivals = [row(1, 0, version=2), row(2, 0, version=3)]
+    out = select_batch(5, pending, arrivals, base(max_staleness=2))  # v_min = 3
+    assert keys(out.stale) == [(0, 0), (1, 0)]
+    assert sorted(keys(out.selected)) == [(0, 1), (2, 0)]
+    assert out.consumed == 2 and out.drained == 1
+
+
+def test_v_min_is_clamped_at_zero() -> None:
+    out = select_batch(1, [], [row(0, 0, version=0)], base(max_staleness=2))
+    assert keys(out.selected) == [(0, 0)] and out.stale == ()
+
+
+def test_reads_fresh_rows_until_the_pool_holds_c_times_b() -> None:
+    pending = [PendingRow(row(9, t), first_seen=5) for t in range(3)]
+    arrivals = [row(r, 0) for r in range(10)]
+    out = select_batch(5, pending, arrivals, base(batch_rows=4, pool_multiplier=2))  # pool limit 8
+    assert out.consumed == 5
+    assert len(out.selected) + len(out.pending) == 8
+
+
+def test_stale_fresh_rows_do_not_count_toward_the_pool() -> None:
+    arrivals = [row(0, 0, version=0), row(1, 0), row(2, 0)]
+    out = select_batch(5, [], arrivals, base(batch_rows=1, pool_multiplier=2))
+    assert out.consumed == 3 and keys(out.stale) == [(0, 0)] and out.drained == 2
+
+
+# ---------------------------------------------------------------- step 3: gate
+
+
+def test_invalid_rows_are_dropped_for_good_and_never_pending() -> None:
+    arrivals = [row(0, 0, valid=False), row(0, 1), row(1, 0, valid=False)]
+    out = select_batch(5, [], arrivals, base(batch_rows=1, pool_multiplier=3))
+    assert keys(out.invalid) == [(0, 0), (1, 0)]
+    assert keys(out.selected) == [(0, 1)] and out.pending == ()
+
+
+def test_fresh_rows_are_stamped_with_the_current_update() -> None:
+    out = select_batch(7, [], [row(0, t) for t in range(3)], base(batch_rows=1, initial_cap=1))
+    assert {p.first_seen for p in out.pending} == {7}
+
+
+# ---------------------------------------------------------------- steps 4-7: ordering and sweeps
+
+
+def test_groups_ordered_by_oldest_first_seen_then_rollout_id() -> None:
+    pending = [PendingRow(row(5, 0), first_seen=2), PendingRow(row(3, 0), first_seen=4)]
+    arrivals = [row(1, 0), row(4, 0)]
+    out = select_batch(4, pending, arrivals, base(batch_rows=4, initial_cap=1))
+    # rollout 5 first (first seen 2), then 1, 3, 4 all first seen at 4 in rollout-id order
+    assert keys(out.selected) == [(5, 0), (1, 0), (3, 0), (4, 0)]
+
+
+def test_within_a_rollout_highest_score_first_ties_by_turn() -> None:
+    arrivals = [row(0, 0, 1.0), row(0, 1, 3.0), row(0, 2, 3.0), row(0, 3, 2.0)]
+    out = select_batch(5, [], arrivals, base(batch_rows=3, initial_cap=3))
+    assert keys(out.selected) == [(0, 1), (0, 2), (0, 3)]
+    assert keys(tuple(p.row for p in out.pending)) == [(0, 0)]
+
+
+def test_first_sweep_takes_k_per_rollout_spreading_the_budget() -> None:
+    long = [row(0, t, score=10.0 + t) for t in range(6)]
+    short = [row(1, 0), row(2, 0, score=0.5)]
+    out = select_batch(5, [], long + short, base(batch_rows=4, pool_multiplier=4, initial_cap=2))
+    assert keys(out.selected) == [(0, 5), (0, 4), (1, 0), (2, 0)]
+    assert out.cap == 2
+
+
+def test_cap_grows_until_the_batch_is_full() -> None:
+    rows = [row(0, t, score=float(t)) for t in range(5)] + [row(1, t, score=float(t)) for t in range(2)]
+    out = select_batch(5, [], rows, base(batch_rows=6, pool_multiplier=2, initial_cap=1))
+    # sweep h=1: (0,4) (1,1); h=2: (0,3) (1,0); h=3: (0,2); h=4: (0,1)
+    assert keys(out.selected) == [(0, 4), (1, 1), (0, 3), (1, 0), (0, 2), (0, 1)]
+    assert out.cap == 4
+
+
+def test_batch_stops_mid_sweep_at_b() -> None:
+    rows = [row(r, t) for r in range(3) for t in range(2)]
+    out = select_batch(5, [], rows, base(batch_rows=4, pool_multiplier=2, initial_cap=1))
+    assert keys(out.selected) == [(0, 0), (1, 0), (2, 0), (0, 1)]
+    assert len(out.pending) == 2
+
+
+# ---------------------------------------------------------------- step 8: pending age
+
+
+def test_pending_rows_expire_once_older_than_w() -> None:
+    pending = [PendingRow(row(0, 0, version=10), first_seen=1), PendingRow(row(1, 0, version=10), first_seen=2)]
+    out = select_batch(10, pending, [], base(max_pending_age=8))
+    assert keys(out.expired) == [(0, 0)]  # 10 - 1 > 8; 10 - 2 = 8 is still allowed
+    assert keys(out.selected) == [(1, 0)]
+
+
+def test_unselected_rows_carry_their_first_seen_forward() -> None:
+    first = select_batch(3, [], [row(0, t, version=3) for t in range(4)], base(batch_rows=1, pool_multiplier=4))
+    second = select_batch(4, first.pending, [row(1, 0, version=4)], base(batch_rows=1, pool_multiplier=4))
+    assert {p.row.key: p.first_seen for p in second.pending} == {(0, 2): 3, (0, 3): 3, (1, 0): 4}
+
+
+# ---------------------------------------------------------------- focus and vanilla
+
+
+def test_focus_is_top_b_by_score_without_a_cap() -> None:
+    rows = [row(0, t, score=10.0 + t) for t in range(3)] + [row(1, 0, score=1.0), row(2, 0, score=11.0)]
+    out = select_batch(5, [], rows, base(reader="divopd-focus", batch_rows=3, pool_multiplier=4))
+    assert keys(out.selected) == [(0, 2), (0, 1), (2, 0)]  # 12, 11, 11 (tie: r=0 before r=2)
+
+
+def test_vanilla_reads_in_arrival_order_without_gate_or_pool() -> None:
+    arrivals = [row(3, 0, valid=False), row(1, 0, version=0), row(2, 0), row(0, 0), row(4, 0)]
+    out = select_batch(5, [], arrivals, SamplerSettings(reader="vanilla", batch_rows=3))
+    assert keys(out.selected) == [(3, 0), (2, 0), (0, 0)]
+    assert keys(out.stale) == [(1, 0)]
+    assert out.consumed == 4 and out.pending == () and out.drained == 3
+
+
+def test_settings_reject_unknown_reader_and_bad_sizes() -> None:
+    with pytest.raises(ValueError, match="unknown reader"):
+        SamplerSettings(reader="random")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="batch_rows"):
+        SamplerSettings(batch_rows=0)
+
+
+# ---------------------------------------------------------------- properties
+
+rows_strategy = st.lists(
+    st.builds(
+        row,
+        r=st.integers(0, 6),
+        t=st.integers(0, 5),
+        score=st.floats(-5, 5, allow_nan=False),
+        version=st.integers(0, 10),
+        valid=st.booleans(),
+        tokens=st.integers(0, 9),
+    ),
+    max_size=40,
+    unique_by=lambda r: r.key,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=rows_strategy,
+    split=st.integers(0, 40),
+    q=st.integers(0, 12),
+    reader=st.sampled_from(["vanilla", "divopd-base", "divopd-focus"]),
+    batch=st.integers(1, 8),
+    c=st.integers(1, 4),
+    k=st.integers(1, 4),
+    delta=st.integers(0, 3),
+    age=st.integers(0, 3),
+    seen=st.integers(0, 12),
+)
+def test_selection_invariants(
+    rows: list[RowMeta],
+    split: int,
+    q: int,
+    reader: str,
+    batch: int,
+    c: int,
+    k: int,
+    delta: int,
+    age: int,
+    seen: int,
+) -> None:
+    config = SamplerSettings(
+        reader=reader,  # type: ignore[arg-type]
+        batch_rows=batch,
+        pool_multiplier=c,
+        initial_cap=k,
+        max_staleness=delta,
+        max_pending_age=age,
+    )
+    pending = [PendingRow(r, min(seen, q)) for r in rows[:split] if r.valid] if reader != "vanilla" else []
+    arrivals = rows[split:] if reader != "vanilla" else rows
+    out = select_batch(q, pending, arrivals, config)
+    v_min = max(q - delta, 0)
+    pool = {r.key for r in [p.row for p in pending] + list(arrivals[: out.consumed])}
+    assert len(out.selected) <= batch
+    assert all(r.version >= v_min for r in out.selected)
+    assert all(r.key in pool for r in out.selected)
+    assert len({r.key for r in out.selected}) == len(out.selected)
+    if reader != "vanilla":
+        assert all(r.valid for r in out.selected)
+        assert all(p.row.valid and p.row.version >= v_min for p in out.pending)
+        assert len(out.pending) + len(out.selected) <= max(c * batch, len(pending))
+        # every pool row is accounted for exactly once
+        accounted = [*out.selected, *(p.row for p in out.pending), *out.stale, *out.invalid, *out.expired]
+        assert sorted(r.key for r in accounted) == sorted(pool)
+        # the batch is as full as the valid, fresh pool allows
+        assert len(out.selected) == min(batch, len(out.selected) + len(out.pending))
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=rows_strategy, q=st.integers(0, 12), batch=st.integers(1, 8), k=st.integers(1, 4))
+def test_base_selection_is_deterministic_and_order_independent(rows: list[RowMeta], q: int, batch: int, k: int) -> None:
+    config = SamplerSettings(batch_rows=batch, pool_multiplier=64, initial_cap=k)
+    pending = [PendingRow(r, q) for r in rows if r.valid]
+    a = select_batch(q, pending, [], config)
+    b = select_batch(q, list(reversed(pending)), [], config)
+    assert a.selected == b.selected
+
+
+# ---------------------------------------------------------------- diagnostics
+
+
+def test_batch_metrics() -> None:
+    selected = (row(0, 0, tokens=6), row(0, 1, tokens=2), row(1, 0, tokens=2), row(2, 0, valid=False, tokens=5))
+    m = batch_metrics(selected)
+    assert m[EFFECTIVE_ROLLOUTS] == 2
+    assert m[TOP1_SHARE] == pytest.approx(0.8)
+    assert m[TURNS_PER_ROLLOUT] == pytest.approx(1.5)
+
+
+def test_gini_values() -> None:
+    assert gini([1, 1, 1, 1]) == 0.0
+    assert gini([0, 0, 0, 4]) == pytest.approx(0.75)
+    assert gini([]) == 0.0 and gini([0, 0]) == 0.0
+
+
+def test_utilization_counts_never_selected_valid_rollouts_once_resolved() -> None:
+    u = Utilization()
+    rows = [row(0, 0), row(0, 1), row(1, 0), row(2, 0, valid=False)]
+    u.arrived(rows)
+    u.left([rows[0]], trained=True)
+    u.left([rows[2], rows[3]], trained=False)
+    # rollout 0 still has a row out; 1 is resolved unselected; 2 has no valid row
+    assert u.metrics()[NEVER_SELECTED_SHARE] == 1.0
+    u.left([rows[1]], trained=False)
+    assert u.metrics()[NEVER_SELECTED_SHARE] == 0.5
+    assert u.metrics()[GINI] == pytest.approx(0.5)

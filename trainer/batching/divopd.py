@@ -1,0 +1,185 @@
+"""The DivOPD learner-side sampler (OBJECTIVES.md section 5, paper 001 Algorithm 1), as a pure function.
+
+`select_batch(q, pending, arrivals, settings)` decides, at learner update `q`, which turn rows enter
+the batch, which stay pending and how many rows of the buffer's arrival queue it consumed. It reads
+only its arguments (row metadata, never tokens) and returns a new value, so it is tested step by
+step on hand-built pools and runs unchanged inside the buffer actor.
+
+Readers:
+* `vanilla`: arrival order; rows older than the staleness bound are dropped, nothing else is gated.
+* `divopd-base`: staleness drop, validity gate, rollout-first coverage with a growing per-rollout
+  cap, within-rollout focus by cumulative disagreement s(u), pending pool with maximum age W.
+* `divopd-focus`: the same pool and gate, then the top-B turns by s(u) (no cap).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Reader = Literal["vanilla", "divopd-base", "divopd-focus"]
+READERS: tuple[str, ...] = ("vanilla", "divopd-base", "divopd-focus")
+
+
+@dataclass(frozen=True)
+class RowMeta:
+    """What the sampler knows of one turn row."""
+
+    rollout: int
+    """Rollout id r (assigned in arrival order, unique per run)."""
+    turn: int
+    """Turn index t inside its rollout."""
+    version: int
+    """Policy version that generated the turn."""
+    score: float
+    """s(u) = sum over the turn's tokens of (logp_old - logp_teacher); `raw_kl_sum`."""
+    valid: bool
+    """Passes the gate: teacher log-probs on every response token, >= 1 token, student-generated."""
+    tokens: int = 0
+    """Response tokens (diagnostics only)."""
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """(r, t): unique per run; the final tie break."""
+        return (self.rollout, self.turn)
+
+
+@dataclass(frozen=True)
+class PendingRow:
+    """A valid, unselected row kept for later updates, stamped with the update that first saw it."""
+
+    row: RowMeta
+    first_seen: int
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """Algorithm 1's settings; defaults are the paper's (Table 3)."""
+
+    reader: Reader = "divopd-base"
+    batch_rows: int = 64
+    """B: turn rows per learner batch."""
+    pool_multiplier: int = 4
+    """c: the candidate pool holds at most c*B pending + fresh rows."""
+    initial_cap: int = 4
+    """k: turns a rollout may give in the first sweep; grows by one per further sweep."""
+    max_staleness: int = 2
+    """delta: rows of a policy version older than q - delta are dropped as stale."""
+    max_pending_age: int = 8
+    """W: a pending row is dropped once q - first_seen > W."""
+
+    def __post_init__(self) -> None:
+        if self.reader not in READERS:
+            raise ValueError(f"unknown reader {self.reader!r}; choose one of {', '.join(READERS)}")
+        for name in ("batch_rows", "pool_multiplier", "initial_cap"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_staleness", "max_pending_age"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The outcome of one update's selection."""
+
+    selected: tuple[RowMeta, ...]
+    """Rows for the learner batch, in selection order."""
+    pending: tuple[PendingRow, ...]
+    """The pending pool for the next update."""
+    consumed: int
+    """How many rows of `arrivals` (from its head) were read; the buffer removes them."""
+    drained: int = 0
+    """Of those, the rows that entered the batch or the pool (not stale): the learner's drain."""
+    stale: tuple[RowMeta, ...] = ()
+    """Rows dropped because version < q - delta (pending or freshly read)."""
+    invalid: tuple[RowMeta, ...] = ()
+    """Rows dropped permanently by the validity gate."""
+    expired: tuple[RowMeta, ...] = ()
+    """Pending rows dropped because q - first_seen > W."""
+    cap: int = 0
+    """The per-rollout cap h after the last sweep (divopd-base)."""
+
+
+def select_batch(
+    q: int, pending: Sequence[PendingRow], arrivals: Sequence[RowMeta], settings: SamplerSettings
+) -> Selection:
+    """Select update `q`'s batch from the pending pool and the buffer's arrival queue (oldest first)."""
+    if settings.reader == "vanilla":
+        return _vanilla(q, arrivals, settings)
+    v_min = max(q - settings.max_staleness, 0)
+    stale = [p.row for p in pending if p.row.version < v_min]
+    expired = [p.row for p in pending if p.row.version >= v_min and q - p.first_seen > settings.max_pending_age]
+    kept = [p for p in pending if p.row.version >= v_min and q - p.first_seen <= settings.max_pending_age]
+    limit = settings.pool_multiplier * settings.batch_rows
+    fresh: list[RowMeta] = []
+    consumed = 0
+    for row in arrivals:
+        if len(kept) + len(fresh) >= limit:
+            break
+        consumed += 1
+        if row.version < v_min:
+            stale.append(row)
+        else:
+            fresh.append(row)
+    invalid = [row for row in fresh if not row.valid]
+    pool = kept + [PendingRow(row, q) for row in fresh if row.valid]
+    if settings.reader == "divopd-focus":
+        ranked = sorted(pool, key=_rank)
+        chosen, cap = ranked[: settings.batch_rows], 0
+    else:
+        chosen, cap = _rollout_first(pool, settings.batch_rows, settings.initial_cap)
+    chosen_keys = {p.row.key for p in chosen}
+    return Selection(
+        selected=tuple(p.row for p in chosen),
+        pending=tuple(p for p in pool if p.row.key not in chosen_keys),
+        consumed=consumed,
+        drained=len(fresh),
+        stale=tuple(stale),
+        invalid=tuple(invalid),
+        expired=tuple(expired),
+        cap=cap,
+    )
+
+
+def _vanilla(q: int, arrivals: Sequence[RowMeta], settings: SamplerSettings) -> Selection:
+    v_min = max(q - settings.max_staleness, 0)
+    selected: list[RowMeta] = []
+    stale: list[RowMeta] = []
+    consumed = 0
+    for row in arrivals:
+        if len(selected) >= settings.batch_rows:
+            break
+        consumed += 1
+        (stale if row.version < v_min else selected).append(row)
+    return Selection(selected=tuple(selected), pending=(), consumed=consumed, drained=len(selected), stale=tuple(stale))
+
+
+def _rank(p: PendingRow) -> tuple[float, int, int]:
+    """Descending s(u), ties by (r, t)."""
+    return (-p.row.score, p.row.rollout, p.row.turn)
+
+
+def _rollout_first(pool: Sequence[PendingRow], batch: int, cap: int) -> tuple[list[PendingRow], int]:
+    """Steps 4-7: rollout groups by oldest first-seen (ties by r), sweeps with a cap that grows by one."""
+    groups: dict[int, list[PendingRow]] = defaultdict(list)
+    for p in pool:
+        groups[p.row.rollout].append(p)
+    order = sorted(groups, key=lambda r: (min(p.first_seen for p in groups[r]), r))
+    ranked = {r: sorted(groups[r], key=_rank) for r in order}
+    given = dict.fromkeys(order, 0)
+    chosen: list[PendingRow] = []
+    total = min(batch, len(pool))
+    h = cap
+    while True:
+        for r in order:
+            take = min(h, len(ranked[r])) - given[r]
+            take = min(take, total - len(chosen))
+            if take > 0:
+                chosen.extend(ranked[r][given[r] : given[r] + take])
+                given[r] += take
+        if len(chosen) >= total:
+            return chosen, h
+        h += 1

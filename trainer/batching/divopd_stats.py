@@ -1,0 +1,123 @@
+"""DivOPD batch-composition diagnostics (paper 001 Tables 2, 9, 11, 16), logged under `divopd/*`.
+
+Per batch: effective rollouts, top-1 rollout token share, turns per rollout. Cumulative over the
+run (`Utilization`, `FlowCounters`): arrival/drain ratio, stale rows, never-selected share of valid
+rollouts, Gini of selected-turn counts, teacher tokens scored per token trained.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from trainer.batching.divopd import RowMeta
+
+ARRIVAL_DRAIN_RATIO = "divopd/arrival_drain_ratio"
+STALE_ROWS = "divopd/stale_rows"
+EFFECTIVE_ROLLOUTS = "divopd/effective_rollouts"
+TOP1_SHARE = "divopd/top1_share"
+TURNS_PER_ROLLOUT = "divopd/turns_per_rollout"
+NEVER_SELECTED_SHARE = "divopd/never_selected_share"
+GINI = "divopd/gini"
+TEACHER_TOKENS_PER_TRAINED_TOKEN = "divopd/teacher_tokens_per_trained_token"
+PLOTTED: tuple[str, ...] = (
+    ARRIVAL_DRAIN_RATIO,
+    STALE_ROWS,
+    EFFECTIVE_ROLLOUTS,
+    TOP1_SHARE,
+    TURNS_PER_ROLLOUT,
+    NEVER_SELECTED_SHARE,
+    GINI,
+    TEACHER_TOKENS_PER_TRAINED_TOKEN,
+)
+
+
+def batch_metrics(selected: Sequence[RowMeta]) -> dict[str, float]:
+    """Effective rollouts, top-1 rollout share of the batch's tokens and turns per rollout."""
+    rows = [r for r in selected if r.valid]
+    per_rollout = Counter(r.rollout for r in rows)
+    tokens = Counter[int]()
+    for r in rows:
+        tokens[r.rollout] += r.tokens
+    total = sum(tokens.values())
+    return {
+        EFFECTIVE_ROLLOUTS: float(len(per_rollout)),
+        TOP1_SHARE: max(tokens.values()) / total if total else 0.0,
+        TURNS_PER_ROLLOUT: len(rows) / len(per_rollout) if per_rollout else 0.0,
+    }
+
+
+def gini(values: Iterable[float]) -> float:
+    """Gini coefficient of non-negative values (0: equal; towards 1: concentrated); 0 for an all-zero list."""
+    xs = sorted(values)
+    n, total = len(xs), sum(xs)
+    if n == 0 or total == 0:
+        return 0.0
+    return sum((2 * i - n - 1) * x for i, x in enumerate(xs, start=1)) / (n * total)
+
+
+@dataclass
+class Utilization:
+    """Per-rollout bookkeeping: rows still in the queue or pending, trained rows.
+
+    A rollout is *resolved* once none of its rows is left in the queue or the pending pool; only
+    resolved rollouts with at least one valid row enter the never-selected share and the Gini.
+    """
+
+    outstanding: Counter[int] = field(default_factory=Counter)
+    trained: Counter[int] = field(default_factory=Counter)
+    valid: set[int] = field(default_factory=set)
+    resolved: set[int] = field(default_factory=set)
+
+    def arrived(self, rows: Sequence[RowMeta]) -> None:
+        """Rows pushed into the buffer."""
+        for row in rows:
+            self.outstanding[row.rollout] += 1
+            if row.valid:
+                self.valid.add(row.rollout)
+
+    def left(self, rows: Iterable[RowMeta], *, trained: bool) -> None:
+        """Rows that left for good: selected (`trained`: valid ones count) or dropped."""
+        for row in rows:
+            self.outstanding[row.rollout] -= 1
+            if trained and row.valid:
+                self.trained[row.rollout] += 1
+            if self.outstanding[row.rollout] == 0:
+                del self.outstanding[row.rollout]
+                self.resolved.add(row.rollout)
+
+    def metrics(self) -> dict[str, float]:
+        """Never-selected share and Gini over resolved valid rollouts."""
+        done = sorted(self.resolved & self.valid)
+        counts = [self.trained[r] for r in done]
+        never = sum(1 for c in counts if c == 0)
+        return {NEVER_SELECTED_SHARE: never / len(done) if done else 0.0, GINI: gini(counts)}
+
+
+@dataclass
+class FlowCounters:
+    """Run totals of the buffer's flow."""
+
+    arrived_rows: int = 0
+    drained_rows: int = 0
+    """Rows the learner read off the queue into a batch or its pool (stale ones excluded)."""
+    stale_rows: int = 0
+    invalid_rows: int = 0
+    expired_rows: int = 0
+    teacher_tokens: int = 0
+    """Tokens the teacher scored (every pushed student turn's response)."""
+    trained_tokens: int = 0
+    """Response tokens of selected valid rows."""
+
+    def metrics(self) -> dict[str, float]:
+        """Cumulative arrival/drain ratio (rows pushed / rows drained), stale rows and more."""
+        return {
+            ARRIVAL_DRAIN_RATIO: self.arrived_rows / self.drained_rows if self.drained_rows else 0.0,
+            STALE_ROWS: float(self.stale_rows),
+            TEACHER_TOKENS_PER_TRAINED_TOKEN: self.teacher_tokens / self.trained_tokens if self.trained_tokens else 0.0,
+            "divopd/invalid_rows": float(self.invalid_rows),
+            "divopd/expired_rows": float(self.expired_rows),
+            "divopd/arrived_rows": float(self.arrived_rows),
+            "divopd/drained_rows": float(self.drained_rows),
+        }
