@@ -1,0 +1,1 @@
+"""BranchOPD: fork selection, branch rollouts from restored environment states, diagnostics."""
