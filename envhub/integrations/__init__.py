@@ -1,0 +1,10 @@
+"""Adapters that let other training frameworks use envhub environments (each an optional extra).
+
+* `envhub.integrations.openenv`: an OpenEnv `EnvClient` and `Environment` over envhub (`envhub[openenv]`).
+* `envhub.integrations.trl`: a TRL `environment_factory` class and a batched `rollout_func` (`envhub[trl]`).
+* `envhub.integrations.verifiers`: a `verifiers` `MultiTurnEnv` over envhub (`envhub[verifiers]`).
+* `envhub.integrations.verl`: a verl agent loop over envhub (`envhub[verl]`).
+
+Every adapter talks to envhub through `envhub.integrations.episodes.Episodes`, the one place
+that calls the envhub client, so a change in the client touches one module.
+"""

@@ -1,0 +1,159 @@
+"""`Episodes`: the envhub session calls every framework adapter makes, in one place.
+
+An adapter asks for what a host framework needs (start an episode, step it, step many at
+once, snapshot, restore, fork) and gets `Turn` values back; only this module touches the
+envhub client, so the adapters follow client changes through it. One target gives an
+`EnvhubClient`; several give an `EnvhubPool`, which routes each session to the replica that
+owns it and restores snapshots on any replica.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from envhub.client import EnvhubClient, EnvhubError, EnvhubPool, Observation, StepResult
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What an episode shows after a start, a step or a restore."""
+
+    session_id: str
+    text: str
+    task_description: str = ""
+    admissible: tuple[str, ...] = ()
+    reward: float = 0.0
+    score: float = 0.0
+    step_index: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    won: bool = False
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+
+def _turn(session_id: str, observation: Observation, result: StepResult | None = None) -> Turn:
+    return Turn(
+        session_id=session_id,
+        text=observation.text,
+        task_description=observation.task_description,
+        admissible=tuple(observation.admissible_actions or ()),
+        reward=result.reward if result else 0.0,
+        score=observation.score,
+        step_index=observation.step_index,
+        terminated=result.terminated if result else False,
+        truncated=result.truncated if result else False,
+        won=result.won if result else False,
+        info=dict(observation.info),
+    )
+
+
+class Episodes:
+    """Sessions of one environment kind on one envhub server, or spread over several replicas.
+
+    `max_steps` (0: the environment's default) and `admissible` (ask for the admissible
+    actions with every observation) apply to every episode; `options` are the environment's
+    session options (e.g. ALFWorld's `expert`).
+    """
+
+    def __init__(
+        self,
+        targets: str | Sequence[str],
+        environment: str,
+        *,
+        token: str | None = None,
+        max_steps: int = 0,
+        admissible: bool = True,
+        options: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        names = [targets] if isinstance(targets, str) else list(targets)
+        self.client: EnvhubClient | EnvhubPool = (
+            EnvhubClient(names[0], token=token, timeout=timeout)
+            if len(names) == 1
+            else EnvhubPool(names, token=token, timeout=timeout)
+        )
+        self.environment = environment
+        self.max_steps = max_steps
+        self.admissible = admissible
+        self.options = dict(options or {})
+
+    def task_ids(self, split: str = "") -> list[str]:
+        """The ids of the environment's tasks (of one split when given)."""
+        return [task.task_id for task in self.client.list_tasks(self.environment, split)]
+
+    def start(
+        self, task_id: str | None = None, *, split: str | None = None, index: int | None = None, seed: int = 0
+    ) -> Turn:
+        """A new episode on a task (`task_id`, or `split` and `index`)."""
+        start = self.client.create_session(
+            self.environment,
+            task_id=task_id,
+            split=split,
+            index=index,
+            seed=seed,
+            options=self.options,
+            max_steps=self.max_steps,
+            admissible=self.admissible,
+        )
+        return _turn(start.session_id, start.observation)
+
+    def reset(
+        self,
+        session_id: str,
+        *,
+        task_id: str | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        seed: int | None = None,
+    ) -> Turn:
+        """Restart an episode in place, on the same task or on the one given."""
+        start = self.client.reset_session(
+            session_id, task_id=task_id, split=split, index=index, seed=seed, admissible=self.admissible
+        )
+        return _turn(session_id, start.observation)
+
+    def step(self, session_id: str, action: str) -> Turn:
+        result = self.client.step(session_id, action, admissible=self.admissible)
+        return _turn(session_id, result.observation, result)
+
+    def step_many(self, steps: Sequence[tuple[str, str]]) -> list[Turn]:
+        """One action for each of several episodes, sent together: `[(session_id, action), ...]` -> turns in order."""
+        turns = []
+        for (session_id, _), result in zip(
+            steps, self.client.step_many(steps, admissible=self.admissible), strict=True
+        ):
+            if isinstance(result, EnvhubError):  # a pool answers each step, failed or not
+                raise result
+            turns.append(_turn(session_id, result.observation, result))
+        return turns
+
+    def expert(self, session_id: str) -> list[str]:
+        """The environment's expert's next actions (best first), where it has an expert."""
+        return self.client.expert_actions(session_id)
+
+    def snapshot(self, session_id: str) -> bytes:
+        """The episode's state as signed opaque bytes (restore them on any replica of the same kind)."""
+        return bytes(self.client.snapshot(session_id).data)
+
+    def restore(self, snapshot: bytes) -> Turn:
+        """A new episode at a snapshot's state."""
+        start = self.client.restore(snapshot, admissible=self.admissible)
+        return _turn(start.session_id, start.observation)
+
+    def fork(self, session_id: str, count: int = 1) -> list[str]:
+        """`count` new episodes continuing independently from this one's current state."""
+        return self.client.fork(session_id, count)
+
+    def end(self, session_id: str) -> None:
+        """Close one episode's session."""
+        self.client.close_session(session_id)
+
+    def close(self) -> None:
+        """Close the connection(s); open sessions stay until ended or reaped by the server."""
+        self.client.close()
