@@ -1,4 +1,4 @@
-"""The `envhub` command: `serve` (default), `play` and `bench`."""
+"""The `envhub` command: `serve` (default), `play`, `bench` and `retriever` (Search-QA)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 
 from envhub.core.errors import EnvhubError
 from envhub.core.registry import KINDS
+from envhub.envs.searchqa import cli as searchqa_cli
 
 DEFAULT_ENV = "scienceworld"
 
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument("--sessions", type=int, default=50, help="concurrent sessions for the memory figure")
     bench.add_argument("--steps", type=int, default=200, help="steps per latency measurement")
+    searchqa_cli.add_parser(sub)
     return parser
 
 
@@ -134,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args([*argv, "serve"])
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    commands = {"serve": _serve, "play": _play, "bench": _bench}
+    commands = {"serve": _serve, "play": _play, "bench": _bench, "retriever": searchqa_cli.run}
     return commands[args.command](args)
 
 

@@ -9,10 +9,11 @@ from envhub.core.environment import EnvironmentKind
 KINDS: dict[str, str] = {
     "scienceworld": "envhub.envs.scienceworld.kind:ScienceWorldKind",
     "alfworld": "envhub.envs.alfworld.kind:AlfWorldKind",
+    "searchqa": "envhub.envs.searchqa.kind:SearchQAKind",
 }
 """Environment name -> "module:class" of its `EnvironmentKind`."""
 
-EXTRAS: dict[str, str] = {"scienceworld": "scienceworld", "alfworld": "alfworld"}
+EXTRAS: dict[str, str] = {"scienceworld": "scienceworld", "alfworld": "alfworld", "searchqa": "searchqa"}
 
 
 def kind_class(name: str) -> type[EnvironmentKind]:

@@ -1,0 +1,92 @@
+"""The generated data (splits, answers in the corpus, hops) and Search-R1 files from a user's folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envhub.core.session import Session
+from envhub.envs.searchqa.build import BuildConfig, build_dataset
+from envhub.envs.searchqa.corpus import read_questions, write_jsonl
+from envhub.envs.searchqa.kind import SearchQAKind
+from envhub.envs.searchqa.protocol import normalize_answer
+from envhub.envs.searchqa.questions import MULTI_HOP
+from envhub.envs.searchqa.retriever import build_index, open_index
+
+
+def test_no_test_question_is_in_train_and_builds_are_deterministic(data_dir: Path, tmp_path: Path) -> None:
+    train = {q.question for q in read_questions(data_dir / "train.jsonl")}
+    test = {q.question for q in read_questions(data_dir / "test.jsonl")}
+    assert train and test and not train & test
+    again = tmp_path / "again"
+    build_dataset(again, BuildConfig(max_cities=2000, train_per_dataset=12, test_per_dataset=6))
+    for name in ("corpus.jsonl", "train.jsonl", "test.jsonl"):
+        assert (again / name).read_bytes() == (data_dir / name).read_bytes(), name
+
+
+def test_every_answer_is_in_a_gold_passage_and_multi_hop_needs_two_searches(data_dir: Path) -> None:
+    index = open_index(data_dir)
+    for question in read_questions(data_dir / "test.jsonl") + read_questions(data_dir / "train.jsonl"):
+        found = [index.search([query], 3)[0] for query in question.gold_searches]
+        last = " ".join(normalize_answer(hit.contents) for hit in found[-1])
+        if question.data_source == "2wikimultihopqa":
+            last = " ".join(normalize_answer(hit.contents) for hits in found for hit in hits)
+        assert any(normalize_answer(a) in last for a in question.golden_answers), question
+        assert len(question.gold_searches) >= (2 if question.data_source in MULTI_HOP else 1)
+
+
+def _write_search_r1_files(folder: Path, parquet: bool) -> None:
+    corpus = [
+        {"id": "0", "contents": '"Ada Lovelace"\nAda Lovelace wrote the first published algorithm in 1843.'},
+        {"id": "1", "contents": '"Charles Babbage"\nCharles Babbage designed the Analytical Engine.'},
+        {"id": "2", "contents": '"Analytical Engine"\nThe Analytical Engine was a proposed mechanical computer.'},
+    ]
+    write_jsonl(folder / "corpus.jsonl", corpus)
+    build_index(folder / "corpus.jsonl", folder / "index")
+    rows = [
+        {
+            "id": "test_0",
+            "question": "Who designed the Analytical Engine?",
+            "golden_answers": ["Charles Babbage"],
+            "data_source": "nq",
+        },
+        {"id": "test_1", "question": "When was the first algorithm published?", "golden_answers": ["1843"]},
+    ]
+    if parquet:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), folder / "test.parquet")
+    else:
+        write_jsonl(folder / "test.jsonl", rows)
+
+
+@pytest.mark.parametrize("parquet", [False, True])
+def test_search_r1_files_load_from_a_user_folder(tmp_path: Path, parquet: bool) -> None:
+    if parquet:
+        pytest.importorskip("pyarrow")
+    _write_search_r1_files(tmp_path, parquet)
+    kind = SearchQAKind(tmp_path, index=tmp_path / "index")
+    assert kind.splits() == ["test"] and [s.task_id for s in kind.tasks("test")] == ["test_0", "test_1"]
+    session = Session.start(kind, kind.task("test_0"))
+    text = session.step("<search>Analytical Engine designed</search>").result.observation.text
+    assert text.startswith("<information>Doc 1(Title: Charles Babbage) Charles Babbage designed")
+    assert session.step("<answer>charles babbage</answer>").result.won
+    again = Session.start(kind, kind.task("test_1"))
+    assert again.expert_actions() == ["<answer>1843</answer>"]  # no gold searches in the file: the answer alone
+
+
+def test_bad_question_files_name_the_row(tmp_path: Path) -> None:
+    (tmp_path / "test.jsonl").write_text(json.dumps({"question": "Who?", "golden_answers": []}) + "\n")
+    with pytest.raises(ValueError, match="row 0"):
+        read_questions(tmp_path / "test.jsonl")
+
+
+@pytest.mark.slow
+def test_full_build_has_50k_passages_and_every_dataset(tmp_path: Path) -> None:
+    manifest = build_dataset(tmp_path / "full")
+    assert isinstance(manifest["passages"], int) and manifest["passages"] >= 50_000
+    counts = manifest["questions"]
+    assert isinstance(counts, dict) and all(row["test"] == 200 and row["train"] >= 100 for row in counts.values())
