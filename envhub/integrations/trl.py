@@ -1,0 +1,230 @@
+"""TRL over envhub: GRPOTrainer's two multi-turn paths, backed by envhub sessions.
+
+* `EnvhubRollout`: a `rollout_func` for `GRPOTrainer`. It plays every episode of the batch
+  turn by turn: one batched `generate` for all live episodes, then one batched envhub step
+  for all of them (`step_many`, a single SessionStream round per replica). The G episodes
+  of one prompt start from one session forked G-1 times, so a group shares its exact start.
+  Returns TRL's token fields with `env_mask` (environment text is not trained on) and the
+  episodes' returns as `env_reward`, which `envhub_reward` hands to the trainer.
+* `EnvhubToolEnv`: an `environment_factory` class (TRL's tool-calling environment mode): the
+  model calls `act(command)`; `get_reward()` scores the episode.
+
+Both take the task from the dataset: `task_dataset(...)` writes one row per task, whose
+`prompt` is the task id (the rollout renders the real prompt from the first observation)
+and whose `task_id` column `EnvhubToolEnv.reset` receives. Install `envhub[trl]`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from itertools import groupby
+from typing import Any
+
+import torch
+from datasets import Dataset
+
+from envhub.integrations.episodes import Episodes, Turn
+
+Render = Callable[[Turn], str]
+"""Text the model reads for an observation (the first one is the prompt, later ones are feedback)."""
+
+
+def render_turn(turn: Turn) -> str:
+    """The default rendering: goal, observation, admissible actions, and the answer format."""
+    lines = [f"Task: {turn.task_description}", f"Observation: {turn.text}"]
+    if turn.admissible:
+        lines.append("Admissible actions: " + ", ".join(turn.admissible))
+    lines.append("Answer with <action>...</action>.")
+    return "\n".join(lines) + "\n"
+
+
+def parse_action(text: str) -> str:
+    """The action inside the last <action>...</action>, else the first line of `text`."""
+    tagged = re.findall(r"<action>(.*?)</action>", text, flags=re.DOTALL)
+    chosen = tagged[-1] if tagged else (text.strip().splitlines() or [""])[0]
+    return chosen.strip() or "look"
+
+
+def task_dataset(targets: str | Sequence[str], environment: str, split: str = "train", limit: int = 0) -> Dataset:
+    """One row per task of `split` (the first `limit` when > 0): `prompt` and `task_id` are both the task id."""
+    episodes = Episodes(targets, environment)
+    try:
+        ids = episodes.task_ids(split)
+    finally:
+        episodes.close()
+    ids = ids[:limit] if limit > 0 else ids
+    return Dataset.from_dict({"prompt": ids, "task_id": ids})
+
+
+def envhub_reward(completions: list[Any], env_reward: list[float], **kwargs: Any) -> list[float]:
+    """The reward function for `EnvhubRollout`: each episode's summed environment reward."""
+    return [float(r) for r in env_reward]
+
+
+class _Episode:
+    """One rollout being played: its session, tokens, mask and return."""
+
+    def __init__(self, turn: Turn, prompt_ids: list[int]) -> None:
+        self.turn = turn
+        self.prompt_ids = prompt_ids
+        self.completion_ids: list[int] = []
+        self.env_mask: list[int] = []
+        self.logprobs: list[float] = []
+        self.reward = 0.0
+        self.live = True
+
+    def add(self, ids: list[int], logprobs: list[float] | None) -> None:
+        self.completion_ids += ids
+        self.env_mask += [1 if logprobs is not None else 0] * len(ids)
+        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+
+
+class EnvhubRollout:
+    """A GRPOTrainer `rollout_func` playing envhub episodes, `max_turns` model turns at most.
+
+    `seed` is the environment seed of every group (the same start for its G episodes).
+    A model turn is at most `max_new_tokens` tokens; an episode also stops when its
+    completion reaches the trainer's `max_completion_length`.
+    """
+
+    def __init__(
+        self,
+        targets: str | Sequence[str],
+        environment: str,
+        *,
+        max_turns: int = 4,
+        max_new_tokens: int = 24,
+        max_steps: int = 0,
+        seed: int = 0,
+        render: Render = render_turn,
+        token: str | None = None,
+    ) -> None:
+        self.episodes = Episodes(targets, environment, token=token, max_steps=max_steps)
+        self.max_turns = max_turns
+        self.max_new_tokens = max_new_tokens
+        self.seed = seed
+        self.render = render
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        tokenizer = trainer.processing_class
+        budget = int(trainer.max_completion_length)
+        games = self._start(prompts, tokenizer)
+        try:
+            for _ in range(self.max_turns):
+                live = [g for g in games if g.live]
+                if not live:
+                    break
+                texts = self._generate(live, trainer, tokenizer)
+                actions = [(g.turn.session_id, parse_action(t)) for g, t in zip(live, texts, strict=True)]
+                turns = self.episodes.step_many(actions)
+                for game, turn in zip(live, turns, strict=True):
+                    game.turn, game.reward = turn, game.reward + turn.reward
+                    if turn.done or len(game.completion_ids) >= budget:
+                        game.live = False
+                    else:
+                        game.add(tokenizer(self.render(turn), add_special_tokens=False)["input_ids"], None)
+        finally:
+            for game in games:
+                self.episodes.end(game.turn.session_id)
+        return {
+            "prompt_ids": [g.prompt_ids for g in games],
+            "completion_ids": [g.completion_ids[:budget] for g in games],
+            "logprobs": [g.logprobs[:budget] for g in games],
+            "env_mask": [g.env_mask[:budget] for g in games],
+            "env_reward": [g.reward for g in games],
+            "won": [g.turn.won for g in games],
+        }
+
+    def _start(self, prompts: list[Any], tokenizer: Any) -> list[_Episode]:
+        """One session per run of equal prompts (TRL repeats each prompt G times), forked for the others."""
+        games = []
+        for task_id, run in groupby(str(p) for p in prompts):
+            count = len(list(run))
+            first = self.episodes.start(task_id, seed=self.seed)
+            ids = tokenizer(self.render(first), add_special_tokens=False)["input_ids"]
+            sessions = (
+                [first.session_id, *self.episodes.fork(first.session_id, count - 1)]
+                if count > 1
+                else [first.session_id]
+            )
+            games += [_Episode(Turn(**{**first.__dict__, "session_id": s}), list(ids)) for s in sessions]
+        return games
+
+    def _generate(self, live: list[_Episode], trainer: Any, tokenizer: Any) -> list[str]:
+        """One sampled model turn for every live episode, in one left-padded batch; appends tokens and logprobs."""
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        contexts = [g.prompt_ids + g.completion_ids for g in live]
+        width = max(len(c) for c in contexts)
+        pad = tokenizer.pad_token_id
+        device = next(model.parameters()).device
+        input_ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=device)
+        attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=self.max_new_tokens,
+                do_sample=True,
+                temperature=trainer.temperature,
+                top_k=0,
+                pad_token_id=pad,
+                return_dict_in_generate=True,
+                output_scores=True,
+            )
+            scores = model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+        texts = []
+        for row, game in enumerate(live):
+            new = out.sequences[row, width:].tolist()
+            length = next((i + 1 for i, t in enumerate(new) if t == tokenizer.eos_token_id), len(new))
+            while length > 0 and new[length - 1] == pad and pad != tokenizer.eos_token_id:
+                length -= 1
+            game.add(new[:length], scores[row, :length].tolist())
+            texts.append(tokenizer.decode(new[:length], skip_special_tokens=True))
+        return texts
+
+
+class EnvhubToolEnv:
+    """An envhub episode as a TRL `environment_factory` environment: the model calls `act`.
+
+    `GRPOTrainer(..., environment_factory=EnvhubToolEnv.factory(target, "alfworld"))`; every
+    instance shares one connection. `reset(task_id=...)` receives the dataset row.
+    """
+
+    def __init__(self, episodes: Episodes) -> None:
+        self._episodes = episodes
+        self._turn: Turn | None = None
+        self._reward = 0.0
+
+    @classmethod
+    def factory(cls, targets: str | Sequence[str], environment: str, **settings: Any) -> Callable[[], EnvhubToolEnv]:
+        """A zero-argument factory; `settings` go to `Episodes` (max_steps, admissible, options, token)."""
+        episodes = Episodes(targets, environment, **settings)
+        return lambda: cls(episodes)
+
+    def reset(self, task_id: str | None = None, seed: int = 0, **row: Any) -> str:
+        """Start the row's task (closing the previous episode) and return its first observation."""
+        if self._turn is not None:
+            self._episodes.end(self._turn.session_id)
+        self._turn = self._episodes.start(task_id, seed=seed)
+        self._reward = 0.0
+        return render_turn(self._turn)
+
+    def act(self, command: str) -> str:
+        """Play one text command in the environment.
+
+        Args:
+            command: The command to play, for example "go to fridge 1".
+
+        Returns:
+            What the environment shows after the command.
+        """
+        if self._turn is None or self._turn.done:
+            raise ValueError("the episode is over; no more commands")
+        self._turn = self._episodes.step(self._turn.session_id, command)
+        self._reward += self._turn.reward
+        return self._turn.text + ("\nThe episode is over." if self._turn.done else "")
+
+    def get_reward(self) -> float:
+        """The episode's summed reward so far."""
+        return self._reward
