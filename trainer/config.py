@@ -147,6 +147,40 @@ class RayConfig(_Section):
     object_store_mb: int = Field(200, ge=75, description="Object store cap for a local Ray.")
 
 
+class RecoveryConfig(_Section):
+    """Teacher takeover of no-progress rollouts (DivOPD `+R`); off at evaluation."""
+
+    enabled: bool = Field(False, description="Hand no-progress rollouts to the teacher for a few turns.")
+    patience: int = Field(
+        3, ge=1, description="Turns without progress (repeated action/observation, invalid action) that trigger it."
+    )
+    takeover_turns: int = Field(2, ge=1, description="Most turns the teacher acts before handing back.")
+    rewind: bool = Field(
+        True, description="First restore the session to the snapshot of the last turn that made progress."
+    )
+
+
+class DivopdConfig(_Section):
+    """Asynchronous producer/learner training with the DivOPD learner-side sampler (paper 001)."""
+
+    enabled: bool = Field(
+        False, description="Run asynchronously: producers fill a versioned buffer, the learner samples it."
+    )
+    reader: Literal["vanilla", "divopd-base", "divopd-focus"] = Field(
+        "divopd-base",
+        description="`vanilla`: arrival order; `divopd-base`: Algorithm 1; `divopd-focus`: top-B by s(u).",
+    )
+    batch_rows: int = Field(64, ge=1, description="B: turn rows per learner update.")
+    pool_multiplier: int = Field(4, ge=1, description="c: the candidate pool holds at most c*B rows.")
+    initial_cap: int = Field(4, ge=1, description="k: turns per rollout in the first sweep (grows by one per sweep).")
+    max_staleness: int = Field(2, ge=0, description="delta: rows older than q - delta policy versions are dropped.")
+    max_pending_age: int = Field(8, ge=0, description="W: pending rows are dropped once q - first_seen > W.")
+    producers: int = Field(1, ge=1, description="Rollout producers (threads, or Ray actors when ray.enabled).")
+    sync_every: int = Field(1, ge=1, description="Learner updates between weight pushes to the producers.")
+    min_rows: int = Field(0, ge=0, description="Rows buffered before an update may start (0: batch_rows).")
+    recovery: RecoveryConfig = Field(default_factory=RecoveryConfig)  # type: ignore[arg-type]
+
+
 class EvalConfig(_Section):
     """Held-out evaluation."""
 
@@ -171,6 +205,7 @@ class TrainerConfig(_Section):
     objective: ObjectiveConfig = Field(default_factory=ObjectiveConfig)  # type: ignore[arg-type]
     optim: OptimConfig = Field(default_factory=OptimConfig)  # type: ignore[arg-type]
     ray: RayConfig = Field(default_factory=RayConfig)  # type: ignore[arg-type]
+    divopd: DivopdConfig = Field(default_factory=DivopdConfig)  # type: ignore[arg-type]
     eval: EvalConfig = Field(default_factory=EvalConfig)  # type: ignore[arg-type]
 
     @model_validator(mode="after")
@@ -181,6 +216,12 @@ class TrainerConfig(_Section):
             raise ValueError(
                 f"objective {self.objective.name!r} normalises rewards within a group: set rollout.group_size >= 2"
             )
+        if self.divopd.enabled and self.prompt.context != "history":
+            raise ValueError("divopd trains on turn rows: set prompt.context to history")
+        if self.divopd.enabled and not self.models.teacher:
+            raise ValueError("divopd scores turns with the teacher: set models.teacher to a local folder")
+        if self.divopd.recovery.enabled and not self.models.teacher:
+            raise ValueError("divopd.recovery hands turns to the teacher: set models.teacher to a local folder")
         if self.env.name in ("webshop", "searchqa") and self.env.targets == ["local"]:
             raise ValueError(f"no local server ships for {self.env.name!r}: set env.targets to a running server")
         return self

@@ -11,6 +11,7 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tqdm import tqdm
 
@@ -71,7 +72,13 @@ class TaskSampler:
         return [self._next() for _ in range(count)]
 
 
-def training_tasks(config: TrainerConfig, workers: WorkerGroup) -> list[str]:
+class TaskSource(Protocol):
+    """Anything that lists a split's task ids (a worker group, the async driver's actors)."""
+
+    def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]: ...
+
+
+def training_tasks(config: TrainerConfig, workers: TaskSource) -> list[str]:
     """Task ids to train on: the explicit list, else the train split (first `max_tasks`)."""
     ids = list(config.env.task_ids) or workers.task_ids(config.env.train_split, config.env.families)
     return ids[: config.env.max_tasks] if config.env.max_tasks else ids
@@ -89,7 +96,14 @@ def env_targets(config: TrainerConfig) -> Iterator[list[str]]:
 
 
 def train(config: TrainerConfig, *, progress: bool = True) -> TrainResult:
-    """Run `config.steps` learner steps (continuing from the newest checkpoint when `resume`)."""
+    """Run `config.steps` learner steps (continuing from the newest checkpoint when `resume`).
+
+    With `divopd.enabled` the run is asynchronous (`trainer.async_driver.train_async`).
+    """
+    if config.divopd.enabled:
+        from trainer.async_driver import train_async
+
+        return train_async(config, progress=progress)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(config.model_dump_json(indent=2))
