@@ -10,10 +10,16 @@ KINDS: dict[str, str] = {
     "scienceworld": "envhub.envs.scienceworld.kind:ScienceWorldKind",
     "alfworld": "envhub.envs.alfworld.kind:AlfWorldKind",
     "searchqa": "envhub.envs.searchqa.kind:SearchQAKind",
+    "webshop": "envhub.envs.webshop.kind:WebShopKind",
 }
 """Environment name -> "module:class" of its `EnvironmentKind`."""
 
-EXTRAS: dict[str, str] = {"scienceworld": "scienceworld", "alfworld": "alfworld", "searchqa": "searchqa"}
+EXTRAS: dict[str, str] = {
+    "scienceworld": "scienceworld",
+    "alfworld": "alfworld",
+    "searchqa": "searchqa",
+    "webshop": "webshop",
+}
 
 
 def kind_class(name: str) -> type[EnvironmentKind]:

@@ -1,0 +1,1 @@
+"""WebShop: the WebShop text environment (pages, search, reward) served by envhub."""

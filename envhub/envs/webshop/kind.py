@@ -1,0 +1,90 @@
+"""`WebShopKind`: WebShop as an envhub environment kind.
+
+The catalogue is the generated one (`generator`, 3,000 products, test 128 / train the rest)
+unless `data_path` (or the `WEBSHOP_DATA` environment variable) names a folder with WebShop's
+own files. Catalogue, search index and pages are built once per process and shared by every
+kind object and session of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from envhub.core import errors
+from envhub.core.environment import Capabilities, Environment, EnvironmentKind, TaskSpec
+from envhub.envs.webshop.catalog import Catalog
+from envhub.envs.webshop.engine import Shop
+from envhub.envs.webshop.env import WebShopEnv
+from envhub.envs.webshop.generator import DEFAULT_PRODUCTS, generate
+from envhub.envs.webshop.nouns import NOUN_TAGGER
+from envhub.envs.webshop.search import shared_index
+
+ENV_VERSION = "1"
+"""Version of this adapter's behaviour (pages, rewards, native snapshot layout)."""
+GENERATED_SPLITS: tuple[tuple[str, int | None], ...] = (("test", 128), ("train", None))
+"""The generated catalogue's splits: 128 held-out test goals, as the papers evaluate, and the rest."""
+
+
+@functools.lru_cache(maxsize=4)
+def load_catalog(data_path: str = "", products: int = DEFAULT_PRODUCTS, seed: int = 0) -> Catalog:
+    """The process's catalogue: the official files in `data_path`, else the generated one."""
+    if data_path:
+        return Catalog.from_folder(data_path)
+    return Catalog.from_documents(*generate(products, seed), splits=GENERATED_SPLITS)
+
+
+@functools.lru_cache(maxsize=4)
+def _shop(catalog: Catalog) -> Shop:
+    return Shop(dict(catalog.products), shared_index(catalog))
+
+
+class WebShopKind(EnvironmentKind):
+    """WebShop (text mode) over a generated or official catalogue, with BM25 search."""
+
+    name = "webshop"
+    description = "WebShop online shopping: search, browse, choose options, buy; reward from WebShop's formula"
+    capabilities = Capabilities(
+        native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True, thread_safe=False
+    )
+    default_max_steps = 15
+    options: Mapping[str, str] = {}
+
+    def __init__(self, data_path: str | Path | None = None, *, products: int = DEFAULT_PRODUCTS) -> None:
+        path = str(data_path or os.environ.get("WEBSHOP_DATA", ""))
+        self.catalog = load_catalog(path, products)
+        self.shop = _shop(self.catalog)
+        self.version = f"envhub-webshop{ENV_VERSION}/catalog-{self.catalog.fingerprint}/nouns-{NOUN_TAGGER}"
+
+    def splits(self) -> list[str]:
+        return list(self.catalog.goals)
+
+    def tasks(self, split: str) -> Sequence[TaskSpec]:
+        if split not in self.catalog.goals:
+            raise errors.not_found(
+                f"unknown split {split!r}; known splits: {', '.join(self.catalog.goals)}", "UNKNOWN_SPLIT", split=split
+            )
+        return [self._spec(split, index) for index in range(len(self.catalog.goals[split]))]
+
+    def _spec(self, split: str, index: int) -> TaskSpec:
+        goal = self.catalog.goals[split][index]
+        return TaskSpec(
+            task_id=f"{split}/{index:05d}", split=split, index=index, family=goal.category, description=goal.instruction
+        )
+
+    def task(self, task_id: str) -> TaskSpec:
+        split, _, number = task_id.partition("/")
+        goals = self.catalog.goals.get(split)
+        if (
+            goals is None
+            or not number.isdigit()
+            or int(number) >= len(goals)
+            or task_id != f"{split}/{int(number):05d}"
+        ):
+            raise KeyError(task_id)
+        return self._spec(split, int(number))
+
+    def create(self) -> Environment:
+        return WebShopEnv(self.catalog, self.shop)
