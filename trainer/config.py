@@ -16,9 +16,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from trainer.errors import TrainerError
 
-class ConfigError(ValueError):
+
+class ConfigError(TrainerError):
     """A configuration that cannot run; the message says how to fix it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="INVALID_TRAINER_CONFIG")
 
 
 class _Section(BaseModel):
@@ -31,7 +36,7 @@ class ModelsConfig(_Section):
     student: str = Field("runs/models/student", description="Local HF folder (or .gguf file) of the student policy.")
     teacher: str | None = Field(
         "runs/models/teacher",
-        description="Local HF folder of the frozen teacher; required by the `opd` and `atod` objectives.",
+        description="Local HF folder of the frozen teacher; required by objectives that need one (opd, atod).",
     )
     gguf_file: str | None = Field(None, description="GGUF file name inside `student` when loading a GGUF model.")
 
@@ -99,28 +104,35 @@ class RolloutConfig(_Section):
 
 
 class ObjectiveConfig(_Section):
-    """Which advantage / loss runs, and its hyperparameters."""
+    """Which advantage / loss runs, and its hyperparameters (any objective registered in trainer.objectives)."""
 
-    name: Literal["grpo", "opd", "atod"] = Field("atod", description="Advantage registered in trainer.objectives.")
+    name: str = Field(
+        "atod",
+        description="An objective registered in `trainer.objectives.registry` (built in: grpo, opd, atod).",
+    )
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="Hyperparameters of the advantage function (e.g. kappa_init, tdur, anneal for atod).",
     )
     clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon.")
-    reduction: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] | None = Field(
+    reduction: str | None = Field(
         None,
-        description="Loss reduction; None takes the objective's default (token-mean for opd, else "
-        "seq-mean-token-mean).",
+        description="Loss reduction: token-mean, seq-mean-token-mean (mean over each trajectory's student tokens, "
+        "then over trajectories), seq-mean-token-sum, or turn-mean-token-mean (each turn its own unit); "
+        "None takes the objective's registered default (token-mean for opd, else seq-mean-token-mean).",
     )
 
     @model_validator(mode="after")
     def _check_params(self) -> ObjectiveConfig:
-        from envhub.core.errors import EnvhubError
+        from trainer.errors import TrainerError
+        from trainer.objectives.loss import check_reduction
         from trainer.objectives.registry import build_config
 
         try:
             build_config(self.name, self.params)
-        except EnvhubError as exc:
+            if self.reduction is not None:
+                check_reduction(self.reduction)
+        except TrainerError as exc:
             raise ValueError(exc.message) from exc
         return self
 
@@ -210,11 +222,15 @@ class TrainerConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:
-        if self.objective.name in ("opd", "atod") and not self.models.teacher:
-            raise ValueError(f"objective {self.objective.name!r} needs a teacher: set models.teacher to a local folder")
-        if self.objective.name in ("grpo", "atod") and self.rollout.group_size < 2:
+        from trainer.objectives.registry import get_objective
+
+        spec = get_objective(self.objective.name)
+        if spec.needs_teacher and not self.models.teacher:
+            raise ValueError(f"objective {spec.name!r} needs a teacher: set models.teacher to a local folder")
+        if self.rollout.group_size < spec.min_group_size:
             raise ValueError(
-                f"objective {self.objective.name!r} normalises rewards within a group: set rollout.group_size >= 2"
+                f"objective {spec.name!r} normalises rewards within a group: "
+                f"set rollout.group_size >= {spec.min_group_size}"
             )
         if self.divopd.enabled and self.prompt.context != "history":
             raise ValueError("divopd trains on turn rows: set prompt.context to history")

@@ -4,8 +4,9 @@ One `Learner.step(batch)`:
 1. advantages `(N, S)` from the objective registered under `objective.name` (the learner never
    knows which objective runs);
 2. rows are cut into micro-batches by a token budget; each micro-batch recomputes `logp` under
-   the current parameters and adds its share of the loss (the reduction's normaliser is the whole
-   batch's, so accumulation gives exactly the full-batch gradient);
+   the current parameters and adds its share of the loss (each token's weight in the reduction is
+   computed once on the whole batch, so accumulation gives exactly the full-batch gradient even when
+   a trajectory's turn rows fall into different micro-batches);
 3. grad-norm clip, AdamW step. bf16 autocast on CUDA only; FSDP when a process group with more
    than one rank exists (not exercised on the CPU machines this was built on).
 """
@@ -22,7 +23,7 @@ import torch
 
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.objectives.batch import TokenBatch
-from trainer.objectives.loss import ppo_actor_loss
+from trainer.objectives.loss import loss_weights, ppo_actor_loss, reduction_unit_ids
 from trainer.objectives.registry import build_config, get_objective
 
 STATE_FILE = "trainer_state.pt"
@@ -61,11 +62,11 @@ def micro_batches(batch: TokenBatch, token_budget: int) -> Iterator[tuple[slice,
         start = end
 
 
-def loss_normaliser(batch: TokenBatch, reduction: str) -> float:
-    """The whole batch's denominator of the reduction (supervised tokens, or supervised turns)."""
-    if reduction == "token-mean":
-        return float(batch.loss_mask.sum())
-    return float(torch.unique(batch.turn_ids[batch.loss_mask]).numel())
+def batch_loss_weights(batch: TokenBatch, reduction: str) -> torch.Tensor:
+    """(N, S) float64 weight of each supervised token in the whole batch's loss under `reduction`
+    (its unit: the trajectory for `seq-*`, the turn for `turn-mean-token-mean`)."""
+    units = reduction_unit_ids(reduction, batch.traj_ids, batch.turn_ids)
+    return loss_weights(batch.loss_mask, reduction=reduction, unit_ids=units)  # type: ignore[arg-type]
 
 
 class Learner:
@@ -90,10 +91,10 @@ class Learner:
         start = time.perf_counter()
         batch = batch.to(self.device)
         advantages, metrics = self.spec.compute(batch, self.hyperparameters, step=self.global_step)
-        normaliser = loss_normaliser(batch, self.reduction)
+        weights = batch_loss_weights(batch, self.reduction)
         sums: dict[str, float] = {}
         for _ in range(self.optim.epochs):
-            sums = self._accumulate(batch, advantages.detach(), normaliser)
+            sums = self._accumulate(batch, advantages.detach(), weights)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.grad_clip)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
@@ -113,7 +114,7 @@ class Learner:
         )
         return metrics
 
-    def _accumulate(self, batch: TokenBatch, advantages: torch.Tensor, normaliser: float) -> dict[str, float]:
+    def _accumulate(self, batch: TokenBatch, advantages: torch.Tensor, weights: torch.Tensor) -> dict[str, float]:
         weighted: dict[str, float] = {}
         entropy_sum = 0.0
         total = max(float(batch.loss_mask.sum()), 1.0)
@@ -128,9 +129,7 @@ class Learner:
                 advantages[rows, :width],
                 mask,
                 clip_eps=self.objective.clip_eps,
-                reduction=self.reduction,
-                row_ids=batch.turn_ids[rows, :width],
-                normaliser=normaliser,
+                weights=weights[rows, :width],
             )
             loss.backward()
             entropy_sum += float(masked_entropy(log_softmax, mask))

@@ -3,7 +3,14 @@
 from trainer.objectives.atod import AtodConfig, atod_advantage, atod_coefficients
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.grpo import GrpoConfig, compute_grpo_outcome_advantage, grpo_advantage
-from trainer.objectives.loss import REDUCTIONS, ActorLossConfig, aggregate_loss, ppo_actor_loss, reduction_denominator
+from trainer.objectives.loss import (
+    REDUCTIONS,
+    ActorLossConfig,
+    aggregate_loss,
+    loss_weights,
+    ppo_actor_loss,
+    reduction_unit_ids,
+)
 from trainer.objectives.opd import OpdConfig, compute_opd_token_advantage, opd_advantage, turn_kl_scores
 from trainer.objectives.registry import (
     ObjectiveSpec,
@@ -34,10 +41,11 @@ __all__ = [
     "get_advantage",
     "get_objective",
     "grpo_advantage",
+    "loss_weights",
     "objective_names",
     "opd_advantage",
     "ppo_actor_loss",
-    "reduction_denominator",
+    "reduction_unit_ids",
     "register_objective",
     "turn_kl_scores",
 ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from envhub.core.errors import invalid_argument
+from trainer.errors import ObjectiveError
 from trainer.objectives import diagnostics as names
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.grpo import GrpoConfig, broadcast_trajectory_values, compute_grpo_outcome_advantage
@@ -57,21 +57,21 @@ class AtodConfig:
         GrpoConfig(epsilon=self.epsilon)
         OpdConfig(logp_floor=self.logp_floor, adv_clamp=self.adv_clamp)
         if not 0 <= self.kappa_min <= self.kappa_init:
-            raise invalid_argument(
+            raise ObjectiveError(
                 f"atod needs 0 <= kappa_min <= kappa_init, got kappa_min={self.kappa_min}, "
                 f"kappa_init={self.kappa_init}",
                 reason=_REASON,
             )
         if self.rho_init < 0 or self.rho_max < 0:
-            raise invalid_argument(
+            raise ObjectiveError(
                 f"atod rho_init and rho_max must be >= 0, got {self.rho_init}, {self.rho_max}", reason=_REASON
             )
         if self.coef_anneal_steps < 1:
-            raise invalid_argument(f"atod.coef_anneal_steps must be >= 1, got {self.coef_anneal_steps}", reason=_REASON)
+            raise ObjectiveError(f"atod.coef_anneal_steps must be >= 1, got {self.coef_anneal_steps}", reason=_REASON)
         if self.tdur not in TDUR_UNITS:
-            raise invalid_argument(f"atod.tdur must be one of {TDUR_UNITS}, got {self.tdur!r}", reason=_REASON)
+            raise ObjectiveError(f"atod.tdur must be one of {TDUR_UNITS}, got {self.tdur!r}", reason=_REASON)
         if not self.tdur_eps > 0:
-            raise invalid_argument(f"atod.tdur_eps must be > 0, got {self.tdur_eps}", reason=_REASON)
+            raise ObjectiveError(f"atod.tdur_eps must be > 0, got {self.tdur_eps}", reason=_REASON)
 
 
 def atod_coefficients(

@@ -12,16 +12,15 @@ from dataclasses import dataclass
 
 import torch
 
-from envhub.core.errors import EnvhubError, invalid_argument
+from trainer.errors import BatchError
 from trainer.objectives.segments import segment_amax, segment_amin, segment_index
 
-_REASON = "INVALID_TOKEN_BATCH"
 # Log-probs recorded at sampling time may exceed 0 by rounding (bf16, fused kernels); anything beyond is a bug.
 _LOGP_TOLERANCE = 1e-3
 
 
-def _error(field: str, problem: str) -> EnvhubError:
-    return invalid_argument(f"TokenBatch.{field}: {problem}", reason=_REASON, field=field)
+def _error(field: str, problem: str) -> BatchError:
+    return BatchError(f"TokenBatch.{field}: {problem}", field=field)
 
 
 @dataclass
@@ -72,7 +71,7 @@ class TokenBatch:
         return TokenBatch(**moved)
 
     def validate(self) -> None:
-        """Check shapes, dtypes, devices and the cross-field invariants; raise INVALID_ARGUMENT if wrong.
+        """Check shapes, dtypes, devices and the cross-field invariants; raise `BatchError` if wrong.
 
         Invariants: `loss_mask` implies `attention_mask`; every supervised token has a turn id >= 0 and
         finite log-probs <= 0; each turn lies in one trajectory; `traj_ids` index `rewards`.

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from envhub.core.errors import invalid_argument
+from trainer.errors import ObjectiveError
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.segments import segment_amax, segment_amin, segment_count, segment_index, segment_sum
 
@@ -20,7 +20,7 @@ class GrpoConfig:
 
     def __post_init__(self) -> None:
         if not self.epsilon > 0:
-            raise invalid_argument(f"grpo.epsilon must be > 0, got {self.epsilon}", reason="INVALID_OBJECTIVE_CONFIG")
+            raise ObjectiveError(f"grpo.epsilon must be > 0, got {self.epsilon}", reason="INVALID_OBJECTIVE_CONFIG")
 
 
 def compute_grpo_outcome_advantage(

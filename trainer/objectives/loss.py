@@ -12,11 +12,21 @@ from typing import Literal
 
 import torch
 
-from envhub.core.errors import invalid_argument
-from trainer.objectives.segments import segment_index, segment_mean, segment_sum
+from trainer.errors import ObjectiveError
+from trainer.objectives.segments import segment_count, segment_index
 
-Reduction = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
-REDUCTIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+Reduction = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "turn-mean-token-mean"]
+REDUCTIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "turn-mean-token-mean")
+"""Loss reductions, named as verl names them (`turn-mean-token-mean` is verl-agent's per-step unit).
+
+* `token-mean`: every supervised token of the batch weighs the same.
+* `seq-mean-token-mean`: mean over the student tokens of each *trajectory* (1/|T_i|, ATOD eq. 4-5),
+  then mean over trajectories. The unit is the trajectory in both context modes: in `history` mode its
+  turn rows share one normaliser.
+* `seq-mean-token-sum`: sum over each trajectory's tokens, then mean over trajectories.
+* `turn-mean-token-mean`: as `seq-mean-token-mean` with each turn as its own unit (verl-agent's
+  per-step samples; DivOPD's turn rows).
+"""
 LOG_RATIO_LIMIT = 20.0
 """logp - logp_old is clamped to +-20 before exp (as verl does) so one stale token cannot overflow."""
 
@@ -32,40 +42,60 @@ class ActorLossConfig:
 
     def __post_init__(self) -> None:
         if not 0 < self.clip_eps < 1:
-            raise invalid_argument(
-                f"clip_eps must be in (0, 1), got {self.clip_eps}", reason="INVALID_OBJECTIVE_CONFIG"
-            )
+            raise ObjectiveError(f"clip_eps must be in (0, 1), got {self.clip_eps}", reason="INVALID_OBJECTIVE_CONFIG")
         if self.reduction is not None:
             check_reduction(self.reduction)
 
 
 def check_reduction(reduction: str) -> None:
-    """Raise INVALID_ARGUMENT (reason UNKNOWN_REDUCTION) unless `reduction` is one of REDUCTIONS."""
+    """Raise ObjectiveError (reason UNKNOWN_REDUCTION) unless `reduction` is one of REDUCTIONS."""
     if reduction not in REDUCTIONS:
-        raise invalid_argument(
+        raise ObjectiveError(
             f"unknown loss reduction {reduction!r}; choose one of {', '.join(REDUCTIONS)}",
             reason="UNKNOWN_REDUCTION",
         )
 
 
-def _unit_ids(loss_mask: torch.Tensor, row_ids: torch.Tensor | None) -> torch.Tensor:
-    """(M,) unit id of each supervised token: its `row_ids` entry, or its row index."""
-    if row_ids is None:
-        row_ids = torch.arange(loss_mask.shape[0], device=loss_mask.device)[:, None].expand_as(loss_mask)
-    return row_ids[loss_mask]
-
-
-def reduction_denominator(
-    loss_mask: torch.Tensor, *, reduction: Reduction = "token-mean", row_ids: torch.Tensor | None = None
-) -> float:
-    """The denominator `aggregate_loss` divides by: supervised tokens (`token-mean`) or units (`seq-mean-*`).
-
-    Compute it once on the whole mini-batch and pass it as `normaliser` to every micro-batch's loss.
-    """
+def reduction_unit_ids(reduction: str, traj_ids: torch.Tensor, turn_ids: torch.Tensor) -> torch.Tensor | None:
+    """The unit id (N, S) of every position under `reduction`: its trajectory (`seq-*`), its turn
+    (`turn-mean-token-mean`), or None for `token-mean` (no unit)."""
     check_reduction(reduction)
     if reduction == "token-mean":
-        return float(loss_mask.sum())
-    return float(torch.unique(_unit_ids(loss_mask, row_ids)).numel())
+        return None
+    if reduction == "turn-mean-token-mean":
+        return turn_ids
+    return traj_ids[:, None].expand_as(turn_ids)
+
+
+def loss_weights(
+    loss_mask: torch.Tensor, *, reduction: Reduction = "token-mean", unit_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Float64 weight (N, S) of each supervised token in the reduced loss (0 elsewhere); they sum to 1.
+
+    `token-mean`: 1 / #tokens. `*-token-mean`: 1 / (#tokens of the token's unit x #units).
+    `seq-mean-token-sum`: 1 / #units. A unit is the set of supervised tokens sharing a `unit_ids`
+    entry (see `reduction_unit_ids`), or a row when `unit_ids` is None; units without supervised
+    tokens do not count. Compute the weights once on the whole mini-batch and slice them per
+    micro-batch: the micro-batch losses then add up to the mini-batch loss exactly, even when a unit
+    (a trajectory's turn rows) spans several micro-batches.
+    """
+    check_reduction(reduction)
+    weights = torch.zeros(loss_mask.shape, dtype=torch.float64, device=loss_mask.device)
+    num_tokens = int(loss_mask.sum())
+    if num_tokens == 0:
+        return weights
+    if reduction == "token-mean":
+        return weights.masked_fill(loss_mask, 1.0 / num_tokens)
+    if unit_ids is None:
+        unit_ids = torch.arange(loss_mask.shape[0], device=loss_mask.device)[:, None].expand_as(loss_mask)
+    unique_units, inverse = segment_index(unit_ids[loss_mask])
+    num_units = int(unique_units.numel())
+    if reduction == "seq-mean-token-sum":
+        per_token = torch.full((num_tokens,), 1.0 / num_units, dtype=torch.float64, device=loss_mask.device)
+    else:
+        counts = segment_count(inverse, num_units, torch.float64)
+        per_token = 1.0 / (counts[inverse] * num_units)
+    return weights.masked_scatter(loss_mask, per_token)
 
 
 def aggregate_loss(
@@ -73,32 +103,19 @@ def aggregate_loss(
     loss_mask: torch.Tensor,
     *,
     reduction: Reduction = "token-mean",
-    row_ids: torch.Tensor | None = None,
-    normaliser: float | None = None,
+    unit_ids: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Reduce a per-token loss (N, S) over the supervised tokens to a scalar.
+    """Reduce a per-token loss (N, S) over the supervised tokens to a scalar (in `loss_mat`'s dtype).
 
-    * `token-mean`: sum over supervised tokens / their number.
-    * `seq-mean-token-mean`: mean within each unit, then mean over units.
-    * `seq-mean-token-sum`: sum within each unit, then mean over units.
-    A unit is a row, or, when `row_ids` (N, S) is given, the set of supervised tokens sharing an id (e.g.
-    `turn_ids`, so a `full`-context row counts each turn once). Units without supervised tokens do not count.
-    `normaliser` replaces the denominator (token or unit count) with the one of the whole mini-batch, so
-    that the losses of its micro-batches add up to the mini-batch loss under gradient accumulation.
+    The result is sum_t weight_t * loss_t with the weights of `loss_weights(loss_mask, reduction,
+    unit_ids)`, accumulated in float64; pass `weights` (a slice of the whole mini-batch's) to reduce
+    one micro-batch with the mini-batch's normalisers. Nothing off `loss_mask` (even NaN) matters.
     """
-    check_reduction(reduction)
-    zero = torch.zeros((), dtype=loss_mat.dtype, device=loss_mat.device)
-    if reduction == "token-mean":
-        total = torch.where(loss_mask, loss_mat, zero).sum()
-        if normaliser is not None:
-            return total / max(normaliser, 1.0)
-        return total / loss_mask.sum().clamp(min=1).to(loss_mat.dtype)
-    unique_units, inverse = segment_index(_unit_ids(loss_mask, row_ids))
-    num_units = int(unique_units.numel())
-    values = loss_mat[loss_mask]
-    per_unit = (segment_mean if reduction == "seq-mean-token-mean" else segment_sum)(values, inverse, num_units)
-    denominator = float(num_units) if normaliser is None else normaliser
-    return per_unit.sum() / max(denominator, 1.0)
+    if weights is None:
+        weights = loss_weights(loss_mask, reduction=reduction, unit_ids=unit_ids)
+    values = loss_mat[loss_mask].to(torch.float64) * weights[loss_mask]
+    return values.sum().to(loss_mat.dtype)
 
 
 def ppo_actor_loss(
@@ -109,8 +126,8 @@ def ppo_actor_loss(
     *,
     clip_eps: float = 0.2,
     reduction: Reduction = "token-mean",
-    row_ids: torch.Tensor | None = None,
-    normaliser: float | None = None,
+    unit_ids: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO clipped surrogate loss on the supervised tokens.
 
@@ -118,7 +135,7 @@ def ppo_actor_loss(
         logp: (N, S) current log-probs of the sampled tokens (carries the gradient).
         logp_old: (N, S) rollout log-probs; advantages: (N, S), treated as constants (detached here).
         loss_mask: (N, S) bool; nothing at other positions (even NaN or inf) affects the loss or gradient.
-        clip_eps, reduction, row_ids, normaliser: see `ActorLossConfig` and `aggregate_loss`.
+        clip_eps, reduction, unit_ids, weights: see `ActorLossConfig` and `aggregate_loss`.
 
     Returns:
         loss: scalar; metrics as detached 0-dim tensors (no device sync in the micro-batch loop):
@@ -135,7 +152,7 @@ def ppo_actor_loss(
     pg_losses1 = -adv * ratio
     pg_losses2 = -adv * ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)
     pg_losses = torch.maximum(pg_losses1, pg_losses2)
-    loss = aggregate_loss(pg_losses, loss_mask, reduction=reduction, row_ids=row_ids, normaliser=normaliser)
+    loss = aggregate_loss(pg_losses, loss_mask, reduction=reduction, unit_ids=unit_ids, weights=weights)
     with torch.no_grad():
         n = loss_mask.sum().clamp(min=1).to(logp.dtype)
         clipped = (pg_losses2 > pg_losses1) & loss_mask

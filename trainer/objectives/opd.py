@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from envhub.core.errors import invalid_argument
+from trainer.errors import ObjectiveError
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.segments import segment_index, segment_sum
 
@@ -26,19 +26,17 @@ class OpdConfig:
 
     def __post_init__(self) -> None:
         if not self.logp_floor < 0:
-            raise invalid_argument(
+            raise ObjectiveError(
                 f"opd.logp_floor must be < 0, got {self.logp_floor}", reason="INVALID_OBJECTIVE_CONFIG"
             )
         if not self.adv_clamp > 0:
-            raise invalid_argument(
-                f"opd.adv_clamp must be > 0, got {self.adv_clamp}", reason="INVALID_OBJECTIVE_CONFIG"
-            )
+            raise ObjectiveError(f"opd.adv_clamp must be > 0, got {self.adv_clamp}", reason="INVALID_OBJECTIVE_CONFIG")
 
 
 def require_teacher(batch: TokenBatch, objective: str) -> torch.Tensor:
-    """The batch's teacher log-probs, or INVALID_ARGUMENT naming the objective that needs them."""
+    """The batch's teacher log-probs, or ObjectiveError (TEACHER_LOGPROBS_MISSING) naming who needs them."""
     if batch.logp_teacher is None:
-        raise invalid_argument(
+        raise ObjectiveError(
             f"objective {objective!r} needs teacher log-probs, but TokenBatch.logp_teacher is None; "
             "score the rollouts with the teacher (ScoringBackend) before computing advantages",
             reason="TEACHER_LOGPROBS_MISSING",

@@ -2,20 +2,25 @@
 
 Each entry pairs an advantage function `fn(batch, *, step, **hyperparameters) -> (advantages (N, S),
 metrics)` with its config dataclass (field names = the function's keyword arguments), its default loss
-reduction and whether it needs teacher log-probs. DivOPD and BranchOPD register their own entries
-(`register_objective`) when they arrive.
+reduction, whether it needs teacher log-probs and the smallest group it learns from. The registry is
+the one source of these facts: the config accepts any registered name and checks the rest here.
+
+A new objective lives in its own module that calls `register_objective` at import; list that module
+in `OBJECTIVE_MODULES` so that every process (the config check, Ray workers) imports it before the
+first lookup.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from envhub.core.errors import invalid_argument
+from trainer.errors import ObjectiveError
 from trainer.objectives.atod import AtodConfig, atod_advantage
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.grpo import GrpoConfig, grpo_advantage
@@ -40,14 +45,23 @@ class ObjectiveSpec:
     """Loss reduction used when the config does not name one."""
     needs_teacher: bool
     """Whether the batch must carry `logp_teacher` (the driver then runs the teacher)."""
+    min_group_size: int = 1
+    """Smallest `rollout.group_size` the objective can learn from (2 for group-relative rewards)."""
 
     def __post_init__(self) -> None:
         check_reduction(self.default_reduction)
 
+    def params_schema(self) -> dict[str, dict[str, Any]]:
+        """Each hyperparameter (a `config_cls` field) with its type and default, for docs and tooling."""
+        return {
+            f.name: {"type": str(f.type), "default": None if f.default is dataclasses.MISSING else f.default}
+            for f in dataclasses.fields(self.config_cls)
+        }
+
     def compute(self, batch: TokenBatch, config: Any, *, step: int) -> tuple[torch.Tensor, dict[str, float]]:
         """Advantages of `batch` at learner step `step` with the hyperparameters of `config`."""
         if not isinstance(config, self.config_cls):
-            raise invalid_argument(
+            raise ObjectiveError(
                 f"objective {self.name!r} takes a {self.config_cls.__name__}, got {type(config).__name__}",
                 reason="INVALID_OBJECTIVE_CONFIG",
             )
@@ -55,29 +69,42 @@ class ObjectiveSpec:
 
 
 _REGISTRY: dict[str, ObjectiveSpec] = {}
+OBJECTIVE_MODULES: list[str] = []
+"""Modules that register further objectives (e.g. DivOPD, BranchOPD); imported at the first lookup."""
+_modules_loaded = False
+
+
+def _load_modules() -> None:
+    global _modules_loaded
+    if _modules_loaded:
+        return
+    _modules_loaded = True
+    for module in OBJECTIVE_MODULES:
+        importlib.import_module(module)
 
 
 def register_objective(spec: ObjectiveSpec) -> None:
     """Add an objective; a name can be registered once."""
     if spec.name in _REGISTRY:
-        raise invalid_argument(f"objective {spec.name!r} is already registered", reason="OBJECTIVE_ALREADY_REGISTERED")
+        raise ObjectiveError(f"objective {spec.name!r} is already registered", reason="OBJECTIVE_ALREADY_REGISTERED")
     _REGISTRY[spec.name] = spec
 
 
 def objective_names() -> tuple[str, ...]:
     """Every registered objective name, sorted."""
+    _load_modules()
     return tuple(sorted(_REGISTRY))
 
 
 def get_objective(name: str) -> ObjectiveSpec:
-    """The spec registered under `name`; INVALID_ARGUMENT (UNKNOWN_OBJECTIVE) listing the known names if none."""
+    """The spec registered under `name`; ObjectiveError (UNKNOWN_OBJECTIVE) listing the known names if none."""
+    _load_modules()
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise invalid_argument(
+        raise ObjectiveError(
             f"unknown objective {name!r}; registered objectives: {', '.join(objective_names())}",
             reason="UNKNOWN_OBJECTIVE",
-            objective=str(name),
         ) from None
 
 
@@ -89,14 +116,14 @@ def get_advantage(name: str) -> AdvantageFn:
 def build_config(name: str, values: Mapping[str, Any] | None = None) -> Any:
     """The config dataclass of objective `name` from a mapping (e.g. a YAML section), defaults for the rest.
 
-    Unknown keys raise INVALID_ARGUMENT (UNKNOWN_CONFIG_FIELD) naming the valid ones; bad values raise
-    the dataclass's own INVALID_ARGUMENT (INVALID_OBJECTIVE_CONFIG).
+    Unknown keys raise ObjectiveError (UNKNOWN_CONFIG_FIELD) naming the valid ones; bad values raise
+    the dataclass's own ObjectiveError (INVALID_OBJECTIVE_CONFIG).
     """
     spec = get_objective(name)
     valid = [f.name for f in dataclasses.fields(spec.config_cls)]
     unknown = sorted(set(values or {}) - set(valid))
     if unknown:
-        raise invalid_argument(
+        raise ObjectiveError(
             f"unknown {name} setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}",
             reason="UNKNOWN_CONFIG_FIELD",
         )
@@ -104,8 +131,8 @@ def build_config(name: str, values: Mapping[str, Any] | None = None) -> Any:
 
 
 for _spec in (
-    ObjectiveSpec("grpo", grpo_advantage, GrpoConfig, "seq-mean-token-mean", needs_teacher=False),
+    ObjectiveSpec("grpo", grpo_advantage, GrpoConfig, "seq-mean-token-mean", needs_teacher=False, min_group_size=2),
     ObjectiveSpec("opd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True),
-    ObjectiveSpec("atod", atod_advantage, AtodConfig, "seq-mean-token-mean", needs_teacher=True),
+    ObjectiveSpec("atod", atod_advantage, AtodConfig, "seq-mean-token-mean", needs_teacher=True, min_group_size=2),
 ):
     register_objective(_spec)

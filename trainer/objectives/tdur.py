@@ -12,7 +12,7 @@ from typing import Literal
 
 import torch
 
-from envhub.core.errors import invalid_argument
+from trainer.errors import ObjectiveError
 from trainer.objectives import diagnostics as names
 from trainer.objectives.segments import segment_index, segment_mean, segment_minmax_normalise
 
@@ -51,13 +51,16 @@ def compute_tdur_weights(
         eps: a per-trajectory range below this normalises to 0.5.
 
     Returns:
-        w: (N, S), 0 off `loss_mask`; metrics `tdur/active_ratio`, `tdur/mean_weight` (over units),
+        w: (N, S) in `logp_old`'s dtype (computed in float64), 0 off `loss_mask`; metrics
+        `tdur/active_ratio`, `tdur/mean_weight` (over units),
         `tdur/gap_mean`, `tdur/uncertainty_mean` (over turns, whatever the unit).
     """
     if tdur not in TDUR_UNITS:
-        raise invalid_argument(f"tdur must be one of {TDUR_UNITS}, got {tdur!r}", reason="UNKNOWN_TDUR_UNIT")
-    lo = logp_old[loss_mask]
-    abs_gap = (lo - logp_teacher[loss_mask]).abs()
+        raise ObjectiveError(f"tdur must be one of {TDUR_UNITS}, got {tdur!r}", reason="UNKNOWN_TDUR_UNIT")
+    # float64 throughout: the degenerate-range test (max - min < eps) must not be decided by float32
+    # rounding (two turns holding the same tokens in another order must tie exactly).
+    lo = logp_old[loss_mask].to(torch.float64)
+    abs_gap = (lo - logp_teacher[loss_mask].to(torch.float64)).abs()
     neg_logp = -lo
     token_turn = turn_ids[loss_mask]
     token_traj = traj_ids[:, None].expand_as(turn_ids)[loss_mask]
@@ -80,7 +83,7 @@ def compute_tdur_weights(
         d_norm = segment_minmax_normalise(d_k, traj_inverse, num_traj, eps=eps, degenerate=DEGENERATE_VALUE)
         h_norm = segment_minmax_normalise(h_k, traj_inverse, num_traj, eps=eps, degenerate=DEGENERATE_VALUE)
         w_unit = 1.0 - (1.0 - d_norm) * (1.0 - h_norm)
-    weights = torch.zeros_like(logp_old).masked_scatter(loss_mask, w_unit[unit_inverse])
+    weights = torch.zeros_like(logp_old).masked_scatter(loss_mask, w_unit[unit_inverse].to(logp_old.dtype))
     metrics = {
         names.TDUR_ACTIVE_RATIO: float((w_unit > 0.5).to(lo.dtype).mean()),
         names.TDUR_MEAN_WEIGHT: float(w_unit.mean()),

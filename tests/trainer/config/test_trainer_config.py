@@ -38,7 +38,8 @@ def test_overrides_use_yaml_values() -> None:
         ({"objective": {"name": "opd"}, "models": {"teacher": None}}, "set models.teacher"),
         ({"objective": {"name": "grpo"}, "rollout": {"group_size": 1}}, "group_size >= 2"),
         ({"objective": {"name": "atod", "params": {"kappa": 1}}}, "unknown atod setting"),
-        ({"objective": {"name": "dpo"}}, "objective.name"),
+        ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'; registered objectives: atod, grpo, opd"),
+        ({"objective": {"name": "grpo", "reduction": "seq-mean"}}, "unknown loss reduction 'seq-mean'"),
         ({"env": {"name": "webshop"}}, "set env.targets"),
         ({"rollout": {"group_sise": 8}}, "rollout.group_sise"),
     ],
@@ -46,6 +47,29 @@ def test_overrides_use_yaml_values() -> None:
 def test_misconfiguration_fails_with_the_remedy(data: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config_from_dict(data)
+
+
+def test_a_registered_objective_is_selectable_with_its_own_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainer.objectives import registry
+    from trainer.objectives.grpo import GrpoConfig, grpo_advantage
+
+    spec = registry.ObjectiveSpec(
+        "triple", grpo_advantage, GrpoConfig, "turn-mean-token-mean", needs_teacher=True, min_group_size=3
+    )
+    monkeypatch.setitem(registry._REGISTRY, "triple", spec)
+    config = config_from_dict({"objective": {"name": "triple", "params": {"epsilon": 0.1}}})
+    assert config.objective.name == "triple"
+    with pytest.raises(ConfigError, match="group_size >= 3"):
+        config_from_dict({"objective": {"name": "triple"}, "rollout": {"group_size": 2}})
+    with pytest.raises(ConfigError, match="needs a teacher"):
+        config_from_dict({"objective": {"name": "triple"}, "models": {"teacher": None}})
+    assert spec.params_schema() == {"epsilon": {"type": "float", "default": 1e-6}}
+
+
+def test_config_errors_are_the_trainers_own() -> None:
+    from trainer.errors import TrainerError
+
+    assert issubclass(ConfigError, TrainerError) and issubclass(ConfigError, ValueError)
 
 
 def test_bad_override_and_missing_file() -> None:

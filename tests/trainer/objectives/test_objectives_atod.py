@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from envhub.core.errors import EnvhubError
+from trainer.errors import TrainerError
 from trainer.objectives import AtodConfig, TokenBatch, atod_advantage, atod_coefficients, get_advantage
 
 BatchBuilder = Callable[..., TokenBatch]
@@ -121,6 +121,6 @@ def test_ratio_is_nan_without_reward_signal(pair: TokenBatch) -> None:
     ],
 )
 def test_config_validation(kwargs: dict[str, object]) -> None:
-    with pytest.raises(EnvhubError) as info:
+    with pytest.raises(TrainerError) as info:
         AtodConfig(**kwargs)  # type: ignore[arg-type]
     assert info.value.reason == "INVALID_OBJECTIVE_CONFIG"

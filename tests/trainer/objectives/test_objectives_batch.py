@@ -6,21 +6,20 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import grpc
 import pytest
 import torch
 
-from envhub.core.errors import EnvhubError
+from trainer.errors import BatchError
 from trainer.objectives import TokenBatch
 
 
-def _replace_fails(batch: TokenBatch, field: str, **changes: Any) -> EnvhubError:
-    with pytest.raises(EnvhubError) as info:
+def _replace_fails(batch: TokenBatch, field: str, **changes: Any) -> BatchError:
+    with pytest.raises(BatchError) as info:
         dataclasses.replace(batch, **changes)
     err = info.value
-    assert err.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert isinstance(err, ValueError)
     assert err.reason == "INVALID_TOKEN_BATCH"
-    assert err.metadata["field"] == field
+    assert err.field == field
     assert f"TokenBatch.{field}" in err.message
     return err
 

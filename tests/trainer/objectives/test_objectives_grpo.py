@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from envhub.core.errors import EnvhubError
+from trainer.errors import TrainerError
 from trainer.objectives import GrpoConfig, TokenBatch, compute_grpo_outcome_advantage, grpo_advantage
 
 BatchBuilder = Callable[..., TokenBatch]
@@ -53,5 +53,5 @@ def test_broadcast_to_every_loss_token_of_the_trajectory(make_batch: BatchBuilde
 
 
 def test_epsilon_must_be_positive() -> None:
-    with pytest.raises(EnvhubError, match="epsilon"):
+    with pytest.raises(TrainerError, match="epsilon"):
         GrpoConfig(epsilon=0.0)

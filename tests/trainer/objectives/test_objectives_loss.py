@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from envhub.core.errors import EnvhubError
-from trainer.objectives import ActorLossConfig, aggregate_loss, ppo_actor_loss, reduction_denominator
+from trainer.errors import TrainerError
+from trainer.objectives import ActorLossConfig, aggregate_loss, loss_weights, ppo_actor_loss, reduction_unit_ids
 from trainer.objectives.loss import Reduction
 
 NAN = float("nan")
@@ -16,11 +16,15 @@ LOSS_MAT = torch.tensor([[1.0, 2.0, 3.0, NAN], [4.0, NAN, float("inf"), 5.0], [N
 MASK = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
 
 
+ALL_REDUCTIONS = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "turn-mean-token-mean"]
+
+
 @pytest.mark.parametrize(
     ("reduction", "expected"),
     [
         ("token-mean", (1 + 2 + 3 + 4) / 4),
         ("seq-mean-token-mean", (2.0 + 4.0) / 2),  # rows with no supervised token do not count
+        ("turn-mean-token-mean", (2.0 + 4.0) / 2),  # without unit ids every row is a unit
         ("seq-mean-token-sum", (6.0 + 4.0) / 2),
     ],
 )
@@ -33,40 +37,83 @@ def test_reductions_by_hand(reduction: Reduction, expected: float) -> None:
     [
         ("seq-mean-token-mean", (1.5 + 3.0 + 4.0) / 3),  # units {1, 2}, {3}, {4}
         ("seq-mean-token-sum", (3.0 + 3.0 + 4.0) / 3),
-        ("token-mean", (1 + 2 + 3 + 4) / 4),  # row_ids do not change a token mean
+        ("token-mean", (1 + 2 + 3 + 4) / 4),  # unit ids do not change a token mean
     ],
 )
-def test_reductions_over_turn_units(reduction: Reduction, expected: float) -> None:
-    row_ids = torch.tensor([[0, 0, 1, -1], [2, -1, -1, -1], [-1, -1, -1, -1]])
-    value = aggregate_loss(LOSS_MAT, MASK, reduction=reduction, row_ids=row_ids)
+def test_reductions_over_given_units(reduction: Reduction, expected: float) -> None:
+    unit_ids = torch.tensor([[0, 0, 1, -1], [2, -1, -1, -1], [-1, -1, -1, -1]])
+    value = aggregate_loss(LOSS_MAT, MASK, reduction=reduction, unit_ids=unit_ids)
     assert float(value) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("reduction", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
-@pytest.mark.parametrize("units", ["rows", "turns"])
-def test_micro_batches_with_normaliser_add_up(reduction: Reduction, units: str) -> None:
-    row_ids = torch.tensor([[0, 0, 1, -1], [2, -1, -1, -1], [-1, -1, -1, -1]]) if units == "turns" else None
-    whole = aggregate_loss(LOSS_MAT, MASK, reduction=reduction, row_ids=row_ids)
-    normaliser = reduction_denominator(MASK, reduction=reduction, row_ids=row_ids)
-    # 4 supervised tokens; 2 non-empty rows; 3 turns
-    assert normaliser == {"token-mean": 4.0}.get(reduction, 3.0 if units == "turns" else 2.0)
+# The example: one trajectory, turn A of 1 token with loss 1 and turn B of 3 tokens with loss 0.
+FULL_LOSS = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+FULL_MASK = torch.ones(1, 4, dtype=torch.bool)
+FULL_TURNS = torch.tensor([[0, 1, 1, 1]])
+HISTORY_LOSS = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+HISTORY_MASK = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 0]], dtype=torch.bool)
+HISTORY_TURNS = torch.tensor([[0, -1, -1, -1], [1, 1, 1, -1]])
+
+
+@pytest.mark.parametrize(
+    ("reduction", "expected"),
+    [("seq-mean-token-mean", 0.25), ("turn-mean-token-mean", 0.5), ("token-mean", 0.25), ("seq-mean-token-sum", 1.0)],
+)
+@pytest.mark.parametrize("context", ["full", "history"])
+def test_the_trajectory_is_the_unit_in_both_context_modes(reduction: Reduction, expected: float, context: str) -> None:
+    loss, mask, turns, traj = (
+        (FULL_LOSS, FULL_MASK, FULL_TURNS, torch.tensor([0]))
+        if context == "full"
+        else (HISTORY_LOSS, HISTORY_MASK, HISTORY_TURNS, torch.tensor([0, 0]))
+    )
+    units = reduction_unit_ids(reduction, traj, turns)
+    assert float(aggregate_loss(loss, mask, reduction=reduction, unit_ids=units)) == pytest.approx(expected)
+
+
+def test_long_failures_do_not_outweigh_short_successes_in_history_mode() -> None:
+    # Trajectory 0: 10 one-token turn rows of loss 1; trajectory 1: 1 turn row of loss 0.
+    loss = torch.cat([torch.ones(10, 1), torch.zeros(1, 1)])
+    mask = torch.ones(11, 1, dtype=torch.bool)
+    turns = torch.arange(11)[:, None]
+    traj = torch.tensor([0] * 10 + [1])
+    seq = reduction_unit_ids("seq-mean-token-mean", traj, turns)
+    per_turn = reduction_unit_ids("turn-mean-token-mean", traj, turns)
+    assert float(aggregate_loss(loss, mask, reduction="seq-mean-token-mean", unit_ids=seq)) == pytest.approx(0.5)
+    assert float(aggregate_loss(loss, mask, reduction="turn-mean-token-mean", unit_ids=per_turn)) == pytest.approx(
+        10 / 11
+    )
+
+
+@pytest.mark.parametrize("reduction", ALL_REDUCTIONS)
+def test_weights_sum_to_one_and_micro_batches_add_up(reduction: Reduction) -> None:
+    # Trajectory 0 spans rows 0-1 (split across micro-batches below), trajectory 1 is row 2.
+    traj = torch.tensor([0, 0, 1])
+    turns = torch.tensor([[0, 0, 1, -1], [2, -1, -1, -1], [-1, -1, -1, -1]])
+    mask = MASK.clone()
+    mask[2, 0] = True
+    turns[2, 0] = 3
+    loss_mat = LOSS_MAT.clone()
+    loss_mat[2, 0] = 7.0
+    units = reduction_unit_ids(reduction, traj, turns)
+    weights = loss_weights(mask, reduction=reduction, unit_ids=units)
+    assert weights.dtype == torch.float64
+    assert float(weights.sum()) == pytest.approx(1.0 if reduction != "seq-mean-token-sum" else 5 / 2)
+    whole = aggregate_loss(loss_mat, mask, reduction=reduction, unit_ids=units)
     parts = sum(
-        float(
-            aggregate_loss(
-                LOSS_MAT[i : i + 1],
-                MASK[i : i + 1],
-                reduction=reduction,
-                row_ids=None if row_ids is None else row_ids[i : i + 1],
-                normaliser=normaliser,
-            )
-        )
-        for i in range(3)
+        float(aggregate_loss(loss_mat[i : i + 1], mask[i : i + 1], weights=weights[i : i + 1])) for i in range(3)
     )
     assert parts == pytest.approx(float(whole))
+    expected = {
+        "token-mean": (1 + 2 + 3 + 4 + 7) / 5,
+        "seq-mean-token-mean": ((1 + 2 + 3 + 4) / 4 + 7) / 2,
+        "seq-mean-token-sum": (10 + 7) / 2,
+        "turn-mean-token-mean": (1.5 + 3 + 4 + 7) / 4,
+    }[reduction]
+    assert float(whole) == pytest.approx(expected)
 
 
 def test_unknown_reduction() -> None:
-    with pytest.raises(EnvhubError) as info:
+    with pytest.raises(TrainerError) as info:
         aggregate_loss(LOSS_MAT, MASK, reduction="seq-sum")  # type: ignore[arg-type]
     assert info.value.reason == "UNKNOWN_REDUCTION"
     assert "token-mean" in info.value.message
@@ -150,5 +197,5 @@ def test_masked_positions_never_matter() -> None:
 def test_loss_config_validation() -> None:
     assert ActorLossConfig().reduction is None
     for kwargs in ({"clip_eps": 0.0}, {"reduction": "mean"}):
-        with pytest.raises(EnvhubError):
+        with pytest.raises(TrainerError):
             ActorLossConfig(**kwargs)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-import grpc
 import pytest
 import torch
 
-from envhub.core.errors import EnvhubError
+from trainer.errors import TrainerError
 from trainer.objectives import (
     ObjectiveSpec,
     TokenBatch,
@@ -19,6 +18,7 @@ from trainer.objectives import (
     grpo_advantage,
     objective_names,
     ppo_actor_loss,
+    reduction_unit_ids,
     register_objective,
 )
 from trainer.objectives.grpo import GrpoConfig
@@ -29,15 +29,15 @@ def test_registered_names() -> None:
 
 
 def test_unknown_name_lists_the_known_ones() -> None:
-    with pytest.raises(EnvhubError) as info:
+    with pytest.raises(TrainerError) as info:
         get_advantage("ppo")
-    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert isinstance(info.value, ValueError)
     assert info.value.reason == "UNKNOWN_OBJECTIVE"
     assert "atod, grpo, opd" in info.value.message
 
 
 def test_a_name_registers_once() -> None:
-    with pytest.raises(EnvhubError) as info:
+    with pytest.raises(TrainerError) as info:
         register_objective(ObjectiveSpec("grpo", grpo_advantage, GrpoConfig, "token-mean", needs_teacher=False))
     assert info.value.reason == "OBJECTIVE_ALREADY_REGISTERED"
 
@@ -68,7 +68,7 @@ def test_every_objective_on_the_canonical_batch(name: str, canonical_batch: Toke
         advantages,
         canonical_batch.loss_mask,
         reduction=spec.default_reduction,
-        row_ids=canonical_batch.turn_ids,
+        unit_ids=reduction_unit_ids(spec.default_reduction, canonical_batch.traj_ids, canonical_batch.turn_ids),
     )
     loss.backward()
     assert theta.grad is not None
@@ -83,7 +83,7 @@ def test_teacher_objectives_say_so(canonical_batch: TokenBatch) -> None:
     for name in objective_names():
         spec = get_objective(name)
         if spec.needs_teacher:
-            with pytest.raises(EnvhubError, match="logp_teacher is None"):
+            with pytest.raises(TrainerError, match="logp_teacher is None"):
                 spec.compute(no_teacher, build_config(name), step=0)
         else:
             spec.compute(no_teacher, build_config(name), step=0)
@@ -92,14 +92,14 @@ def test_teacher_objectives_say_so(canonical_batch: TokenBatch) -> None:
 def test_build_config_from_a_mapping() -> None:
     config = build_config("atod", {"tdur": "token", "anneal": False, "coef_anneal_steps": 50})
     assert (config.tdur, config.anneal, config.coef_anneal_steps, config.kappa_init) == ("token", False, 50, 1.0)
-    with pytest.raises(EnvhubError) as info:
+    with pytest.raises(TrainerError) as info:
         build_config("atod", {"kappa": 1.0})
     assert info.value.reason == "UNKNOWN_CONFIG_FIELD"
     assert "kappa_init" in info.value.message
 
 
 def test_compute_refuses_another_objectives_config(canonical_batch: TokenBatch) -> None:
-    with pytest.raises(EnvhubError) as info:
+    with pytest.raises(TrainerError) as info:
         get_objective("atod").compute(canonical_batch, build_config("grpo"), step=0)
     assert info.value.reason == "INVALID_OBJECTIVE_CONFIG"
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from envhub.core.errors import EnvhubError
+from trainer.errors import TrainerError
 from trainer.objectives import TokenBatch, compute_tdur_weights
 
 BatchBuilder = Callable[..., TokenBatch]
@@ -132,7 +132,7 @@ def test_full_context_row_matches_turn_rows(make_batch: BatchBuilder) -> None:
 
 
 def test_unknown_unit_is_refused(trajectory: TokenBatch) -> None:
-    with pytest.raises(EnvhubError) as info:
+    with pytest.raises(TrainerError) as info:
         _weights(trajectory, "sentence")
     assert info.value.reason == "UNKNOWN_TDUR_UNIT"
 
@@ -142,3 +142,30 @@ def test_no_supervised_token(make_batch: BatchBuilder) -> None:
     w, metrics = _weights(batch)
     assert w.tolist() == [[0.0, 0.0]]
     assert metrics["tdur/mean_weight"] == 0.0
+
+
+# Three float32 log-probs whose float32 sums depend on the order they are added in.
+PERMUTED_OLD = [-2.527949810028076, -0.23507559299468994, -1.1266734600067139]
+PERMUTED_TEACHER = [-1.5676839351654053, -1.7188515663146973, -1.8557614088058472]
+
+
+@pytest.mark.parametrize("context", ["history", "full"])
+def test_permuted_turns_tie_exactly_in_float32(make_batch: BatchBuilder, context: str) -> None:
+    # One trajectory, two turns holding the same three tokens in another order: d and h tie, so both
+    # normalise to 0.5 and w = 1 - 0.5 * 0.5 = 0.75 on every token (float32 rounding once gave [0.5, 1.0]).
+    order = [2, 0, 1]
+    old = PERMUTED_OLD + [PERMUTED_OLD[i] for i in order]
+    teacher = PERMUTED_TEACHER + [PERMUTED_TEACHER[i] for i in order]
+    if context == "full":
+        batch = make_batch([[1] * 6], logp_old=[old], logp_teacher=[teacher], turn_ids=[[0, 0, 0, 1, 1, 1]])
+    else:
+        batch = make_batch(
+            [[1, 1, 1], [1, 1, 1]],
+            logp_old=[old[:3], old[3:]],
+            logp_teacher=[teacher[:3], teacher[3:]],
+            traj_ids=[0, 0],
+        )
+    assert batch.logp_old.dtype == torch.float32
+    w, metrics = _weights(batch)
+    assert w[batch.loss_mask].tolist() == [0.75] * 6
+    assert metrics["tdur/active_ratio"] == 1.0
