@@ -3,7 +3,6 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
-PROTOS  := $(shell find protos -name '*.proto')
 
 .PHONY: setup quickstart test lint protos check-protos bench
 
@@ -26,13 +25,14 @@ test: setup check-protos lint
 	$(BIN)/python -m pytest -q -m 'not gpu and not bench'
 
 lint: setup
+	$(BIN)/python -m envhub.tools.lint_protos
 	$(BIN)/ruff check envhub trainer tests
 	$(BIN)/ruff format --check envhub trainer tests
 	$(BIN)/mypy
 
 ## Regenerate the Python code for the wire contract from protos/.
 protos: setup
-	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
+	$(BIN)/python -m envhub.tools.check_protos --write
 
 ## Fails when the generated code in envhub/v1 is not what `make protos` writes.
 check-protos: setup

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import grpc
 
 from envhub.client import EnvhubClient, EnvhubError, StepResult
-from envhub.v1 import envhub_pb2 as pb
+from envhub.v1 import snapshot_pb2
 
 
 class ComplianceError(AssertionError):
@@ -116,8 +116,9 @@ def check_error_codes(client: EnvhubClient, spec: ComplianceSpec) -> None:
     closed = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
     client.close_session(closed.session_id)
     good = client.snapshot(witness.session_id).data
-    envelope = pb.SignedSnapshot.FromString(good)
-    tampered = pb.SignedSnapshot(state=envelope.state + b"\x00", signature=envelope.signature).SerializeToString()
+    envelope = snapshot_pb2.SignedSnapshot.FromString(good)  # the server's internal format, tampered with
+    envelope.state += b"\x00"
+    tampered = envelope.SerializeToString()
     invalid, not_found = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND
     env = spec.environment
     bad_requests: list[tuple[str, grpc.StatusCode, Callable[[], object]]] = [

@@ -112,7 +112,7 @@ class AsyncEnvhubClient:
     async def snapshot(self, session_id: str, timeout: float | None = None) -> types.Snapshot:
         request = pb.CreateSnapshotRequest(session_id=session_id)
         response = await self._invoke(self._stub.CreateSnapshot, request, timeout, True)
-        return types.Snapshot(response.snapshot, response.step_index)
+        return convert.snapshot(response)
 
     async def restore(
         self, snapshot: types.Snapshot | bytes, *, admissible: bool = False, timeout: float | None = None

@@ -122,7 +122,10 @@ def reset_start(session_id: str, message: pb.ResetSessionResponse) -> types.Sess
     )
 
 
-def snapshot_environment(data: bytes) -> str:
-    """The environment named inside snapshot bytes, for routing only (not verified; servers verify)."""
-    envelope = pb.SignedSnapshot.FromString(data)
-    return pb.SnapshotState.FromString(envelope.state).environment
+def snapshot(message: pb.CreateSnapshotResponse) -> types.Snapshot:
+    return types.Snapshot(
+        data=message.snapshot,
+        step_index=message.step_index,
+        environment=message.environment,
+        environment_version=message.environment_version,
+    )

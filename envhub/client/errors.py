@@ -3,37 +3,35 @@
 from __future__ import annotations
 
 import grpc
-from google.rpc import error_details_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from envhub.core.errors import EnvhubError
-from envhub.v1 import envhub_pb2 as pb
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE})
 """Codes worth retrying, and only for idempotent calls."""
 
 
-def from_rpc_error(error: grpc.RpcError) -> EnvhubError:
-    """An `EnvhubError` with the code, message, and ErrorInfo reason/metadata of a failed call."""
-    code: grpc.StatusCode = error.code()
-    message: str = error.details() or ""
-    reason, metadata = "", {}
-    status = rpc_status.from_call(error)
-    if status is not None:
-        for detail in status.details:
-            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                info = error_details_pb2.ErrorInfo()
-                detail.Unpack(info)
-                reason, metadata = info.reason, dict(info.metadata)
-    return EnvhubError(code, message, reason, metadata)
-
-
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
-def from_stream_error(error: pb.StreamError) -> EnvhubError:
-    """The `EnvhubError` of a failed SessionStream call: the same code and reason a unary call raises."""
-    return EnvhubError(_CODES.get(error.code, grpc.StatusCode.UNKNOWN), error.message, error.reason)
+def from_status(status: status_pb2.Status) -> EnvhubError:
+    """The `EnvhubError` of a `google.rpc.Status` (a SessionStream error, or a unary call's details)."""
+    reason, metadata = "", {}
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason, metadata = info.reason, dict(info.metadata)
+    return EnvhubError(_CODES.get(status.code, grpc.StatusCode.UNKNOWN), status.message, reason, metadata)
+
+
+def from_rpc_error(error: grpc.RpcError) -> EnvhubError:
+    """An `EnvhubError` with the code, message, and ErrorInfo reason/metadata of a failed call."""
+    status = rpc_status.from_call(error)
+    if status is not None:
+        return from_status(status)
+    return EnvhubError(error.code(), error.details() or "")
 
 
 def backoff_s(attempt: int, base: float = 0.1, cap: float = 2.0) -> float:

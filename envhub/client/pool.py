@@ -12,9 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 
-from google.protobuf.message import DecodeError
-
-from envhub.client import channel, convert, types
+from envhub.client import channel, types
 from envhub.client.sync import DEFAULT_TIMEOUT_S, EnvhubClient
 from envhub.core import errors
 from envhub.core.errors import EnvhubError
@@ -56,8 +54,10 @@ class EnvhubPool:
             raise errors.not_found(f"no replica {replica!r} in this pool for session {session_id!r}", "UNKNOWN_REPLICA")
         return client
 
-    def _place(self, environment: str) -> str:
-        candidates = [replica for replica, hosted in self._hosts.items() if environment in hosted]
+    def _place(self, environment: str | None) -> str:
+        candidates = [
+            replica for replica, hosted in self._hosts.items() if environment is None or environment in hosted
+        ]
         if not candidates:
             raise errors.invalid_argument(f"no replica in this pool serves {environment!r}", "UNKNOWN_ENVIRONMENT")
         turn = next(self._turn)
@@ -162,13 +162,9 @@ class EnvhubPool:
     def restore(
         self, snapshot: types.Snapshot | bytes, *, admissible: bool = False, timeout: float | None = None
     ) -> types.SessionStart:
-        """Restore on the least-loaded replica serving the snapshot's environment."""
+        """Restore on the least-loaded replica serving the snapshot's environment (any replica for bare bytes)."""
         data = snapshot.data if isinstance(snapshot, types.Snapshot) else snapshot
-        try:
-            environment = convert.snapshot_environment(data)
-        except DecodeError as exc:
-            raise errors.invalid_argument("the snapshot bytes are not a SignedSnapshot", "SNAPSHOT_MALFORMED") from exc
-        replica = self._place(environment)
+        replica = self._place(snapshot.environment if isinstance(snapshot, types.Snapshot) else None)
         start = self._clients[replica].restore(data, admissible=admissible, timeout=timeout)
         self._load[replica] += 1
         return start

@@ -1,6 +1,6 @@
 """`SessionStreamClient`: many sessions' create/reset/step/close calls multiplexed on one SessionStream.
 
-One bidirectional stream carries every call; each request gets a fresh `request_id` and a
+One bidirectional stream carries every call; each request gets a fresh `call_id` and a
 future that the reader task resolves when the matching response arrives (responses of one
 session come back in request order, across sessions in completion order). A failed call
 raises the same `EnvhubError` (code and reason) as the unary call would and leaves the stream
@@ -23,7 +23,7 @@ import grpc
 import grpc.aio
 
 from envhub.client import convert, types
-from envhub.client.errors import from_rpc_error, from_stream_error
+from envhub.client.errors import from_rpc_error, from_status
 from envhub.core import errors
 from envhub.v1 import envhub_pb2 as pb
 from envhub.v1 import envhub_pb2_grpc as pb_grpc
@@ -36,7 +36,7 @@ def _decode(response: pb.SessionStreamResponse, field: str, decode: Decode) -> A
     """The typed result of `response`, which answers a `field` call; raises the `EnvhubError` it carries."""
     outcome = response.WhichOneof("outcome")
     if outcome == "error":
-        raise from_stream_error(response.error)
+        raise from_status(response.error)
     if outcome != field:
         raise errors.EnvhubError(
             grpc.StatusCode.INTERNAL, f"a {field} call was answered with {outcome!r}", "STREAM_PROTOCOL"
@@ -114,7 +114,7 @@ class SessionStreamClient:
     async def _read(self) -> None:
         try:
             async for response in self._call:
-                entry = self._pending.pop(response.request_id, None)
+                entry = self._pending.pop(response.call_id, None)
                 if entry is None or entry[0].done():  # the caller stopped waiting
                     continue
                 future, field, decode = entry
@@ -147,7 +147,7 @@ class SessionStreamClient:
         request_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = (future, field, decode)
-        request = pb.SessionStreamRequest(request_id=request_id)
+        request = pb.SessionStreamRequest(call_id=request_id)
         getattr(request, field).CopyFrom(message)
         self._outbox.put_nowait(request)
         try:
@@ -219,16 +219,16 @@ def step_round(
     """One blocking SessionStream carrying `steps` ((session_id, action) pairs); results in `steps` order,
     a failed step as its `EnvhubError`. A failure of the stream itself raises the error of the call."""
     requests = [
-        pb.SessionStreamRequest(request_id=index, step=_step_request(session_id, action, admissible))
+        pb.SessionStreamRequest(call_id=index, step=_step_request(session_id, action, admissible))
         for index, (session_id, action) in enumerate(steps)
     ]
     results: dict[int, types.StepResult | errors.EnvhubError] = {}
     try:
         for response in stub.SessionStream(iter(requests), timeout=timeout, metadata=metadata):
             try:
-                results[response.request_id] = _decode(response, "step", convert.step)
+                results[response.call_id] = _decode(response, "step", convert.step)
             except errors.EnvhubError as exc:
-                results[response.request_id] = exc
+                results[response.call_id] = exc
     except grpc.RpcError as exc:
         raise from_rpc_error(exc) from None
     if len(results) != len(requests):

@@ -176,7 +176,7 @@ class EnvhubClient:
         response = self._invoke(
             self._stub.CreateSnapshot, pb.CreateSnapshotRequest(session_id=session_id), timeout, True
         )
-        return types.Snapshot(response.snapshot, response.step_index)
+        return convert.snapshot(response)
 
     def restore(
         self, snapshot: types.Snapshot | bytes, *, admissible: bool = False, timeout: float | None = None

@@ -80,7 +80,9 @@ class SessionStart:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A signed snapshot: opaque bytes for RestoreSnapshot, and the step it was taken at."""
+    """A signed snapshot: opaque bytes for RestoreSnapshot, the step it was taken at, and its environment."""
 
     data: bytes
     step_index: int
+    environment: str = ""
+    environment_version: str = ""

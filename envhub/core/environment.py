@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,6 @@ class Capabilities:
     """`Environment.expert_actions` answers."""
     admissible_actions: bool = True
     """`Environment.admissible_actions` answers."""
-    thread_safe: bool = False
-    """Several instances may run in threads of one process (otherwise: one thread per worker)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +139,25 @@ class EnvironmentKind(abc.ABC):
     default_max_steps: int = 50
     options: Mapping[str, str] = {}
     """Option names accepted at session creation, with a one-line description each."""
+    config_keys: Mapping[str, str] = {}
+    """Server-side configuration keys `from_config` accepts (`envhub serve --set NAME.KEY=VALUE`),
+    with a one-line description each."""
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Self:
+        """An instance configured by `config` (keys from `config_keys`); ValueError naming a bad key or value.
+
+        The default accepts no keys and calls `cls()`; kinds with settings override it.
+        """
+        unknown = sorted(set(config) - set(cls.config_keys))
+        if unknown:
+            known = ", ".join(sorted(cls.config_keys)) or "none"
+            raise ValueError(f"unknown configuration key(s) {unknown} for {cls.name}; known keys: {known}")
+        return cls()
+
+    def config(self) -> Mapping[str, str]:
+        """The configuration this instance runs with, as text (shown in ListEnvironments); empty by default."""
+        return {}
 
     @abc.abstractmethod
     def splits(self) -> list[str]:

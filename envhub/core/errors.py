@@ -58,3 +58,13 @@ def resource_exhausted(message: str, reason: str = "RESOURCE_EXHAUSTED", **metad
 def unavailable(message: str, reason: str = "UNAVAILABLE", **metadata: str) -> EnvhubError:
     """The server cannot serve the call now (draining, worker lost); retry elsewhere."""
     return EnvhubError(grpc.StatusCode.UNAVAILABLE, message, reason, metadata)
+
+
+def unsupported(message: str, **metadata: str) -> EnvhubError:
+    """The environment does not support the call (no expert, no admissible actions): UNIMPLEMENTED."""
+    return EnvhubError(grpc.StatusCode.UNIMPLEMENTED, message, "UNSUPPORTED", metadata)
+
+
+def draining() -> EnvhubError:
+    """The server got SIGTERM and refuses new calls; retry on another replica."""
+    return unavailable("the server is draining (shutting down); retry on another replica", "DRAINING")

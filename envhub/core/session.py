@@ -138,12 +138,12 @@ class Session:
 
     def admissible_actions(self) -> list[str]:
         if not self.kind.capabilities.admissible_actions:
-            raise errors.failed_precondition(f"{self.kind.name} does not list admissible actions", "UNSUPPORTED")
+            raise errors.unsupported(f"{self.kind.name} does not list admissible actions")
         return self.env.admissible_actions()
 
     def expert_actions(self) -> list[str]:
         if not self.kind.capabilities.expert:
-            raise errors.failed_precondition(f"{self.kind.name} has no expert", "UNSUPPORTED")
+            raise errors.unsupported(f"{self.kind.name} has no expert")
         return self.env.expert_actions()
 
     def state(self) -> SessionState:

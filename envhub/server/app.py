@@ -16,6 +16,7 @@ from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
+from envhub.server import requests
 from envhub.server.auth import TokenAuthInterceptor
 from envhub.server.config import ServerConfig
 from envhub.server.metrics import Metrics
@@ -23,11 +24,15 @@ from envhub.server.pool import WorkerPool
 from envhub.server.service import EnvHubService
 from envhub.server.sessions import SessionTable
 from envhub.server.snapshots import SnapshotSigner
-from envhub.server.workers import discard_outcome
-from envhub.v1 import envhub_pb2, envhub_pb2_grpc
+from envhub.server.worker_handle import discard_outcome
+from envhub.server.worker_ops import Close
+from envhub.v1 import envhub_pb2
 
 log = logging.getLogger(__name__)
-SERVICE_NAME = envhub_pb2.DESCRIPTOR.services_by_name["EnvHub"].full_name
+STREAM_END_GRACE_S = 1.0
+"""After a drain: how long open streams get to deliver their DRAINING status before gRPC stops."""
+SERVICE = envhub_pb2.DESCRIPTOR.services_by_name["EnvHub"]
+SERVICE_NAME = SERVICE.full_name
 
 
 class EnvhubServer:
@@ -38,7 +43,7 @@ class EnvhubServer:
         self.replica_id = config.replica_id or f"r{secrets.token_hex(4)}"
         self.metrics = Metrics()
         self.table = SessionTable(self.replica_id, config.max_sessions)
-        self.pool = WorkerPool(config.environments, config.workers, self.table, self.metrics)
+        self.pool = WorkerPool(config.environments, config.workers, self.table, self.metrics, config.environment_config)
         self.health = health_aio.HealthServicer()
         self.metrics_port: int | None = None
         interceptors = [TokenAuthInterceptor(config.token)] if config.token else []
@@ -51,13 +56,14 @@ class EnvhubServer:
             ],
         )
         self._reaper: asyncio.Task[None] | None = None
+        self.service: EnvHubService | None = None
 
     async def start(self) -> int:
         """Start workers, bind, serve; returns the bound port."""
         await self.pool.start()
-        signer = SnapshotSigner.from_sources(self.config.snapshot_key_file)
-        service = EnvHubService(self.config, self.pool, self.table, signer, self.metrics)
-        envhub_pb2_grpc.add_EnvHubServicer_to_server(service, self.grpc)
+        signer = SnapshotSigner.from_sources(self.config.snapshot_key_file, self.config.snapshot_accept_key_files)
+        self.service = EnvHubService(self.config, self.pool, self.table, signer, self.metrics)
+        self.grpc.add_generic_rpc_handlers((requests.handlers(SERVICE, self.service),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME), self.grpc)
         address = f"{self.config.host}:{self.config.port}"
@@ -95,19 +101,25 @@ class EnvhubServer:
                 log.info("closing idle session %s", record.session_id)
                 self.table.drop(record.session_id)
                 if record.worker.alive:
-                    discard_outcome(record.worker.call("close", record.session_id))
+                    discard_outcome(record.worker.call(Close(record.session_id)))
 
     async def drain(self, grace: float | None = None) -> None:
-        """Refuse new sessions and calls, let in-flight calls finish (up to `grace` s), then stop."""
-        log.info("draining: no new sessions; waiting for in-flight calls")
-        self.table.draining = True
+        """Refuse every new call with UNAVAILABLE (DRAINING) and report NOT_SERVING at once; let in-flight
+        calls finish (up to `grace` s), end open streams with DRAINING, then stop."""
+        log.info("draining: refusing new calls; waiting for in-flight calls")
+        assert self.service is not None, "drain() of a server that never started"
+        self.service.start_drain()
         await self.health.enter_graceful_shutdown()
-        await self.grpc.stop(self.config.drain_grace_s if grace is None else grace)
+        if not await self.service.wait_idle(self.config.drain_grace_s if grace is None else grace):
+            log.warning("drain grace over with calls still in flight: they are cancelled")
+        self.service.end_streams()
+        await self.grpc.stop(STREAM_END_GRACE_S)
         await self._shutdown()
 
     async def stop(self) -> None:
         """Stop now: cancel in-flight calls, stop workers."""
-        self.table.draining = True
+        if self.service is not None:
+            self.service.start_drain()
         await self.grpc.stop(None)
         await self._shutdown()
 

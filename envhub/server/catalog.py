@@ -26,6 +26,8 @@ class Catalog:
     options: Mapping[str, str]
     splits: Mapping[str, tuple[TaskSpec, ...]]
     """Split name -> its tasks in index order (insertion order is the canonical split order)."""
+    config: Mapping[str, str] = field(default_factory=dict)
+    """The kind's server-side configuration, as text (`EnvironmentKind.config`)."""
     by_id: Mapping[str, TaskSpec] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -40,6 +42,7 @@ class Catalog:
             default_max_steps=kind.default_max_steps,
             options=dict(kind.options),
             splits=splits,
+            config=dict(kind.config()),
             by_id={spec.task_id: spec for tasks in splits.values() for spec in tasks},
         )
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -10,7 +12,9 @@ class ServerConfig:
     """Everything `create_server` needs. Defaults serve ScienceWorld on localhost:50051."""
 
     environments: tuple[str, ...] = ("scienceworld",)
-    """Environment kinds to host (names from `envhub.core.registry.KINDS`)."""
+    """Environment kinds to host (names from `envhub.core.registry.kinds()`)."""
+    environment_config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Environment name -> its server-side configuration (`EnvironmentKind.from_config`)."""
     host: str = "localhost"
     """Address to bind; "0.0.0.0" or "[::]" to serve other machines."""
     port: int = 50051
@@ -40,7 +44,9 @@ class ServerConfig:
     tls_key_file: str | None = None
     """PEM private key for `tls_cert_file`."""
     snapshot_key_file: str | None = None
-    """File holding the snapshot HMAC key shared by replicas (else ENVHUB_SNAPSHOT_KEY, else random)."""
+    """File holding the snapshot HMAC signing key shared by replicas (else ENVHUB_SNAPSHOT_KEY, else random)."""
+    snapshot_accept_key_files: tuple[str, ...] = ()
+    """Files of further keys whose snapshots are accepted (the previous keys during a key rotation)."""
     replica_id: str = ""
     """Prefix of this server's session ids; empty picks a random one."""
 
@@ -53,5 +59,8 @@ class ServerConfig:
             raise ValueError("workers, max_sessions and max_fork must be at least 1")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("TLS needs both a certificate file and a key file")
+        stray = sorted(set(self.environment_config) - set(self.environments))
+        if stray:
+            raise ValueError(f"configuration given for environment(s) not served: {stray}")
         if "." in self.replica_id:
             raise ValueError(f"a replica id may not contain '.': {self.replica_id!r}")

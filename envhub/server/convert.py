@@ -41,6 +41,7 @@ def environment_info(catalog: Catalog) -> pb.EnvironmentInfo:
         ),
         default_max_steps=catalog.default_max_steps,
         options=dict(catalog.options),
+        config=dict(catalog.config),
     )
 
 

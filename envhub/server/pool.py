@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from envhub.core import errors
 from envhub.server.catalog import Catalog
 from envhub.server.metrics import Metrics
 from envhub.server.sessions import SessionTable
-from envhub.server.workers import Worker
+from envhub.server.worker_handle import Worker
 
 log = logging.getLogger(__name__)
 RESTART_DELAY_S = 1.0
@@ -19,10 +21,21 @@ MAX_RESTART_DELAY_S = 60.0
 class WorkerPool:
     """`workers` processes per environment kind, and the catalog each kind announced."""
 
-    def __init__(self, environments: tuple[str, ...], workers: int, table: SessionTable, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        environments: tuple[str, ...],
+        workers: int,
+        table: SessionTable,
+        metrics: Metrics,
+        configs: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         self._table = table
         self._metrics = metrics
-        self._workers = {env: [Worker(env, index, self._on_death) for index in range(workers)] for env in environments}
+        configs = configs or {}
+        self._workers = {
+            env: [Worker(env, index, self._on_death, dict(configs.get(env, {}))) for index in range(workers)]
+            for env in environments
+        }
         self.catalogs: dict[str, Catalog] = {}
         self._restarts: set[asyncio.Task[None]] = set()
         self._stopping = False
@@ -31,11 +44,17 @@ class WorkerPool:
         """Start every worker; raises EnvhubError (with the kind's message) if one fails."""
         everyone = [worker for group in self._workers.values() for worker in group]
         results = await asyncio.gather(*(worker.start() for worker in everyone), return_exceptions=True)
-        for worker, result in zip(everyone, results, strict=True):
+        for result in results:
             if isinstance(result, BaseException):
                 await self.stop()
                 raise result
-            self.catalogs.setdefault(worker.environment, result)
+            self.catalogs.setdefault(result.name, result)
+        # Served under the kind's own name (a kind given as "module:Class" has a short wire name).
+        by_name = {group[0].name: group for group in self._workers.values()}
+        if len(by_name) != len(self._workers):
+            await self.stop()
+            raise errors.failed_precondition("two of the environments served have the same name", "ENVIRONMENT_START")
+        self._workers = by_name
 
     def catalog(self, environment: str) -> Catalog:
         """The catalog of a hosted kind; INVALID_ARGUMENT (UNKNOWN_ENVIRONMENT) otherwise."""
@@ -64,7 +83,7 @@ class WorkerPool:
         self._table.drop_worker(worker)
         if self._stopping or not worker.started:
             return
-        self._metrics.worker_restarts.labels(worker.environment).inc()
+        self._metrics.worker_restarts.labels(worker.name).inc()
         task = asyncio.get_running_loop().create_task(self._restart(worker))
         self._restarts.add(task)
         task.add_done_callback(self._restarts.discard)

@@ -1,41 +1,47 @@
 """The EnvHub gRPC service (grpc.aio): validation, routing to workers, conversions, errors.
 
 Every RPC body is a coroutine that raises `EnvhubError`; `_unary` turns that into a rich
-status (`abort_with_status`) and `SessionStream` into a `StreamError`, so both forms share
-one implementation. The event loop never blocks on an environment: worker calls are futures.
+status (`abort_with_status`) and `SessionStream` into the same `google.rpc.Status` inside the
+stream response, so both forms share one implementation. The event loop never blocks on an
+environment: worker calls are futures. Malformed request bytes arrive as `Malformed` (see
+`envhub.server.requests`) and answer INVALID_ARGUMENT. Once `start_drain()` is called every
+call is refused with UNAVAILABLE (DRAINING) while the ones in flight finish.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import re
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeAlias, TypeVar
 
 import grpc
 import grpc.aio
+from google.protobuf.message import Message
 
 from envhub.core import errors
 from envhub.core.environment import TaskSpec
-from envhub.core.session import SessionState, SessionStep
 from envhub.server import convert
+from envhub.server import worker_ops as ops
 from envhub.server.catalog import Catalog
 from envhub.server.config import ServerConfig
 from envhub.server.metrics import Metrics
 from envhub.server.pool import WorkerPool
+from envhub.server.requests import Malformed, RateLimitedLog
 from envhub.server.sessions import SessionTable
 from envhub.server.snapshots import SnapshotSigner
-from envhub.server.status import to_status
-from envhub.server.worker import View
-from envhub.server.workers import Worker, discard_outcome
+from envhub.server.status import to_rpc_status, to_status
+from envhub.server.worker_handle import Worker, discard_outcome
 from envhub.v1 import envhub_pb2 as pb
-from envhub.v1 import envhub_pb2_grpc as pb_grpc
 
-log = logging.getLogger(__name__)
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 MAX_PAGE_SIZE = 1000
+MAX_REQUEST_ID_BYTES = 128
+_PAGE_TOKEN = re.compile(r"[1-9][0-9]{0,9}")
+"""What this server issues as `next_page_token`: a positive decimal offset, ASCII, no padding."""
 
 
 def _resolve(catalog: Catalog, selector: pb.TaskSelector) -> TaskSpec:
@@ -47,7 +53,14 @@ def _resolve(catalog: Catalog, selector: pb.TaskSelector) -> TaskSpec:
     raise errors.invalid_argument("a task is required: set task.task_id or task.split_index", "MISSING_TASK")
 
 
-class EnvHubService(pb_grpc.EnvHubServicer):
+def _check_request_id(request_id: str) -> str:
+    if len(request_id.encode("utf-8")) > MAX_REQUEST_ID_BYTES:
+        limit = str(MAX_REQUEST_ID_BYTES)
+        raise errors.invalid_argument(f"request_id has more than {limit} bytes", "BAD_REQUEST_ID", max_bytes=limit)
+    return request_id
+
+
+class EnvHubService:
     """Implements envhub.v1.EnvHub over a `WorkerPool` and a `SessionTable`."""
 
     def __init__(
@@ -58,8 +71,56 @@ class EnvHubService(pb_grpc.EnvHubServicer):
         self._table = table
         self._signer = signer
         self._metrics = metrics
+        self._malformed_log = RateLimitedLog()
+        self._draining = False
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._streams: set[asyncio.Queue[Any]] = set()
+
+    # ------------------------------------------------------------------ drain
+
+    def start_drain(self) -> None:
+        """From now on refuse every call with UNAVAILABLE (DRAINING); calls in flight go on."""
+        self._draining = True
+
+    async def wait_idle(self, timeout: float | None) -> bool:
+        """Wait until no call is in flight (at most `timeout` s); True if it got there."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def end_streams(self) -> None:
+        """Tell every open SessionStream to end with UNAVAILABLE (DRAINING) after its queued answers."""
+        for queue in self._streams:
+            queue.put_nowait(_END_DRAINING)
 
     # ------------------------------------------------------------------ plumbing
+
+    def _enter(self, request: M | Malformed) -> M:
+        """Admit one call: refused while draining; malformed bytes answer INVALID_ARGUMENT."""
+        if self._draining:
+            raise errors.draining()
+        if isinstance(request, Malformed):
+            self._malformed_log.note(request)
+            raise request.error()
+        self._in_flight += 1
+        self._idle.clear()
+        return request
+
+    def _leave(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle.set()
+
+    async def _admitted(self, request: M | Malformed, body: Any) -> Any:
+        message = self._enter(request)
+        try:
+            return await body(message)
+        finally:
+            self._leave()
 
     async def _unary(self, method: str, body: Coroutine[Any, Any, T], context: Context) -> T:
         try:
@@ -69,42 +130,44 @@ class EnvHubService(pb_grpc.EnvHubServicer):
             await context.abort_with_status(to_status(exc))
             raise  # abort_with_status raises; this line only satisfies the type checker
 
-    async def _call(self, context: Context, worker: Worker, op: str, *args: Any) -> Any:
+    async def _call(self, context: Context, worker: Worker, op: ops.Op[T]) -> T:
         """One worker call under the RPC's deadline."""
         remaining = context.time_remaining()
         if remaining is not None and remaining <= 0:
             raise errors.EnvhubError(grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed", "DEADLINE_EXCEEDED")
         try:
-            return await asyncio.wait_for(worker.call(op, *args), remaining)
+            return await asyncio.wait_for(worker.call(op), remaining)
         except TimeoutError as exc:
             raise errors.EnvhubError(
-                grpc.StatusCode.DEADLINE_EXCEEDED, f"{op} did not finish before the deadline", "DEADLINE_EXCEEDED"
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"{type(op).__name__} did not finish before the deadline",
+                "DEADLINE_EXCEEDED",
             ) from exc
 
-    async def _on_session(self, context: Context, session_id: str, op: str, *args: Any) -> Any:
+    async def _on_session(self, context: Context, session_id: str, op: ops.Op[T]) -> T:
         """A worker call on a live session, keeping its idle clock and in-flight count."""
         record = self._table.get(session_id)
         record.in_flight += 1
         try:
-            return await self._call(context, record.worker, op, session_id, *args)
+            return await self._call(context, record.worker, op)
         finally:
             record.in_flight -= 1
             record.last_used = time.monotonic()
 
     async def _start_sessions(
-        self, context: Context, environment: str, worker: Worker, ids: list[str], op: str, *args: Any
-    ) -> Any:
+        self, context: Context, environment: str, worker: Worker, ids: list[str], op: ops.Op[T]
+    ) -> T:
         """A worker call creating sessions `ids`; on any failure they are forgotten and closed."""
         records = [self._table.add(session_id, environment, worker) for session_id in ids]
         for record in records:
             record.in_flight += 1  # not idle while being created
         try:
-            result = await self._call(context, worker, op, *args)
+            result = await self._call(context, worker, op)
         except BaseException:
             for session_id in ids:
                 self._table.drop(session_id)
                 if worker.alive:  # runs after the create in the worker's FIFO, if it went through
-                    discard_outcome(worker.call("close", session_id))
+                    discard_outcome(worker.call(ops.Close(session_id)))
             raise
         finally:
             for record in records:
@@ -125,19 +188,18 @@ class EnvHubService(pb_grpc.EnvHubServicer):
 
     # ------------------------------------------------------------------ bodies
 
-    async def _list_environments(self) -> pb.ListEnvironmentsResponse:
+    async def _list_environments(self, request: pb.ListEnvironmentsRequest) -> pb.ListEnvironmentsResponse:
         infos = [convert.environment_info(catalog) for catalog in self._pool.catalogs.values()]
         return pb.ListEnvironmentsResponse(environments=infos, replica_id=self._table.replica_id)
 
     async def _list_tasks(self, request: pb.ListTasksRequest) -> pb.ListTasksResponse:
         tasks = self._pool.catalog(request.environment).listing(request.split)
         size = min(request.page_size or MAX_PAGE_SIZE, MAX_PAGE_SIZE)
-        try:
-            start = int(request.page_token or "0")
-        except ValueError as exc:
-            raise errors.invalid_argument("page_token is not one this server issued", "BAD_PAGE_TOKEN") from exc
-        if not 0 <= start <= len(tasks):
-            raise errors.invalid_argument("page_token is out of range", "BAD_PAGE_TOKEN")
+        start = 0
+        if request.page_token:
+            if not _PAGE_TOKEN.fullmatch(request.page_token) or int(request.page_token) >= len(tasks):
+                raise errors.invalid_argument("page_token is not one this server issued", "BAD_PAGE_TOKEN")
+            start = int(request.page_token)
         end = start + size
         return pb.ListTasksResponse(
             tasks=[convert.task_info(spec) for spec in tasks[start:end]],
@@ -150,19 +212,15 @@ class EnvHubService(pb_grpc.EnvHubServicer):
         spec = _resolve(catalog, request.task)
         [session_id] = self._table.new_ids(1)
         worker = self._pool.place(request.environment)
-        view: View = await self._start_sessions(
-            context,
-            request.environment,
-            worker,
-            [session_id],
-            "create",
+        op = ops.Create(
             session_id,
             spec.task_id,
-            request.seed,
+            request.seed,  # unset reads as 0, the documented default
             dict(request.options),
             request.max_steps,
             request.include_admissible_actions,
         )
+        view = await self._start_sessions(context, request.environment, worker, [session_id], op)
         return pb.CreateSessionResponse(
             session_id=session_id,
             task=convert.task_info(spec),
@@ -173,9 +231,10 @@ class EnvHubService(pb_grpc.EnvHubServicer):
         catalog = self._pool.catalog(self._table.get(request.session_id).environment)
         task_id = _resolve(catalog, request.task).task_id if request.HasField("task") else None
         seed = request.seed if request.HasField("seed") else None
-        view: View = await self._on_session(
-            context, request.session_id, "reset", task_id, seed, request.include_admissible_actions
+        op = ops.Reset(
+            request.session_id, task_id, seed, request.include_admissible_actions, _check_request_id(request.request_id)
         )
+        view = await self._on_session(context, request.session_id, op)
         return pb.ResetSessionResponse(
             task=convert.task_info(catalog.task(view.task_id)),
             observation=convert.observation(view.observation, view.step_index, view.admissible),
@@ -184,29 +243,37 @@ class EnvHubService(pb_grpc.EnvHubServicer):
     async def _step(self, request: pb.StepRequest, context: Context) -> pb.StepResponse:
         self._check_action(request.action)
         environment = self._table.get(request.session_id).environment
-        started = time.perf_counter()
-        step: SessionStep
-        admissible: tuple[str, ...] | None
-        step, admissible = await self._on_session(
-            context, request.session_id, "step", request.action, request.include_admissible_actions
+        op = ops.Step(
+            request.session_id,
+            request.action,
+            request.include_admissible_actions,
+            request.expected_step_index if request.HasField("expected_step_index") else None,
+            _check_request_id(request.request_id),
         )
+        started = time.perf_counter()
+        outcome = await self._on_session(context, request.session_id, op)
         self._metrics.step_latency.labels(environment).observe(time.perf_counter() - started)
         self._metrics.steps.labels(environment).inc()
-        return pb.StepResponse(result=convert.step_result(step, admissible))
+        return pb.StepResponse(result=convert.step_result(outcome.step, outcome.admissible))
 
     async def _close(self, request: pb.CloseSessionRequest, context: Context) -> pb.CloseSessionResponse:
         record = self._table.get(request.session_id)
         self._table.drop(request.session_id)
-        await self._call(context, record.worker, "close", request.session_id)
+        await self._call(context, record.worker, ops.Close(request.session_id))
         return pb.CloseSessionResponse()
 
     async def _expert(self, request: pb.GetExpertActionsRequest, context: Context) -> pb.GetExpertActionsResponse:
-        actions: list[str] = await self._on_session(context, request.session_id, "expert")
+        actions = await self._on_session(context, request.session_id, ops.Expert(request.session_id))
         return pb.GetExpertActionsResponse(actions=actions)
 
     async def _snapshot(self, request: pb.CreateSnapshotRequest, context: Context) -> pb.CreateSnapshotResponse:
-        state: SessionState = await self._on_session(context, request.session_id, "snapshot")
-        return pb.CreateSnapshotResponse(snapshot=self._signer.sign(state), step_index=state.step_index)
+        state = await self._on_session(context, request.session_id, ops.Snapshot(request.session_id))
+        return pb.CreateSnapshotResponse(
+            snapshot=self._signer.sign(state),
+            step_index=state.step_index,
+            environment=state.environment,
+            environment_version=state.environment_version,
+        )
 
     async def _restore(self, request: pb.RestoreSnapshotRequest, context: Context) -> pb.RestoreSnapshotResponse:
         state = self._signer.verify(request.snapshot)
@@ -214,16 +281,8 @@ class EnvHubService(pb_grpc.EnvHubServicer):
         spec = catalog.task(state.task_id)
         [session_id] = self._table.new_ids(1)
         worker = self._pool.place(state.environment)
-        view: View = await self._start_sessions(
-            context,
-            state.environment,
-            worker,
-            [session_id],
-            "restore",
-            session_id,
-            state,
-            request.include_admissible_actions,
-        )
+        op = ops.Restore(session_id, state, request.include_admissible_actions)
+        view = await self._start_sessions(context, state.environment, worker, [session_id], op)
         return pb.RestoreSnapshotResponse(
             session_id=session_id,
             task=convert.task_info(spec),
@@ -238,72 +297,83 @@ class EnvHubService(pb_grpc.EnvHubServicer):
         record = self._table.get(request.session_id)
         ids = self._table.new_ids(request.count)
         record.last_used = time.monotonic()
-        await self._start_sessions(context, record.environment, record.worker, ids, "fork", request.session_id, ids)
+        op = ops.Fork(request.session_id, tuple(ids))
+        await self._start_sessions(context, record.environment, record.worker, ids, op)
         return pb.ForkSessionResponse(session_ids=ids)
 
     # ------------------------------------------------------------------ unary RPCs
 
-    async def ListEnvironments(self, request: pb.ListEnvironmentsRequest, context: Context) -> Any:
-        return await self._unary("ListEnvironments", self._list_environments(), context)
+    async def ListEnvironments(self, request: Any, context: Context) -> Any:
+        return await self._unary("ListEnvironments", self._admitted(request, self._list_environments), context)
 
-    async def ListTasks(self, request: pb.ListTasksRequest, context: Context) -> Any:
-        return await self._unary("ListTasks", self._list_tasks(request), context)
+    async def ListTasks(self, request: Any, context: Context) -> Any:
+        return await self._unary("ListTasks", self._admitted(request, self._list_tasks), context)
 
-    async def CreateSession(self, request: pb.CreateSessionRequest, context: Context) -> Any:
-        return await self._unary("CreateSession", self._create(request, context), context)
+    async def CreateSession(self, request: Any, context: Context) -> Any:
+        body = self._admitted(request, lambda message: self._create(message, context))
+        return await self._unary("CreateSession", body, context)
 
-    async def ResetSession(self, request: pb.ResetSessionRequest, context: Context) -> Any:
-        return await self._unary("ResetSession", self._reset(request, context), context)
+    async def ResetSession(self, request: Any, context: Context) -> Any:
+        body = self._admitted(request, lambda message: self._reset(message, context))
+        return await self._unary("ResetSession", body, context)
 
-    async def Step(self, request: pb.StepRequest, context: Context) -> Any:
-        return await self._unary("Step", self._step(request, context), context)
+    async def Step(self, request: Any, context: Context) -> Any:
+        return await self._unary("Step", self._admitted(request, lambda message: self._step(message, context)), context)
 
-    async def CloseSession(self, request: pb.CloseSessionRequest, context: Context) -> Any:
-        return await self._unary("CloseSession", self._close(request, context), context)
+    async def CloseSession(self, request: Any, context: Context) -> Any:
+        body = self._admitted(request, lambda message: self._close(message, context))
+        return await self._unary("CloseSession", body, context)
 
-    async def GetExpertActions(self, request: pb.GetExpertActionsRequest, context: Context) -> Any:
-        return await self._unary("GetExpertActions", self._expert(request, context), context)
+    async def GetExpertActions(self, request: Any, context: Context) -> Any:
+        body = self._admitted(request, lambda message: self._expert(message, context))
+        return await self._unary("GetExpertActions", body, context)
 
-    async def CreateSnapshot(self, request: pb.CreateSnapshotRequest, context: Context) -> Any:
-        return await self._unary("CreateSnapshot", self._snapshot(request, context), context)
+    async def CreateSnapshot(self, request: Any, context: Context) -> Any:
+        body = self._admitted(request, lambda message: self._snapshot(message, context))
+        return await self._unary("CreateSnapshot", body, context)
 
-    async def RestoreSnapshot(self, request: pb.RestoreSnapshotRequest, context: Context) -> Any:
-        return await self._unary("RestoreSnapshot", self._restore(request, context), context)
+    async def RestoreSnapshot(self, request: Any, context: Context) -> Any:
+        body = self._admitted(request, lambda message: self._restore(message, context))
+        return await self._unary("RestoreSnapshot", body, context)
 
-    async def ForkSession(self, request: pb.ForkSessionRequest, context: Context) -> Any:
-        return await self._unary("ForkSession", self._fork(request, context), context)
+    async def ForkSession(self, request: Any, context: Context) -> Any:
+        body = self._admitted(request, lambda message: self._fork(message, context))
+        return await self._unary("ForkSession", body, context)
 
     # ------------------------------------------------------------------ streaming
 
-    async def _stream_one(self, request: pb.SessionStreamRequest, context: Context) -> pb.SessionStreamResponse:
-        response = pb.SessionStreamResponse(request_id=request.request_id)
+    async def _stream_call(self, request: pb.SessionStreamRequest, context: Context) -> pb.SessionStreamResponse:
+        response = pb.SessionStreamResponse(call_id=request.call_id)
         call = request.WhichOneof("call")
+        bodies: dict[str, Callable[[Any, Context], Coroutine[Any, Any, Message]]] = {
+            "create": self._create,
+            "reset": self._reset,
+            "step": self._step,
+            "close": self._close,
+        }
         try:
-            if call == "create":
-                response.create.CopyFrom(await self._create(request.create, context))
-            elif call == "reset":
-                response.reset.CopyFrom(await self._reset(request.reset, context))
-            elif call == "step":
-                response.step.CopyFrom(await self._step(request.step, context))
-            elif call == "close":
-                response.close.CopyFrom(await self._close(request.close, context))
-            else:
+            if call not in bodies:
                 raise errors.invalid_argument("the stream request names no call", "EMPTY_CALL")
+            message = self._enter(getattr(request, call))
+            try:
+                getattr(response, call).CopyFrom(await bodies[call](message, context))
+            finally:
+                self._leave()
         except errors.EnvhubError as exc:
             self._metrics.error(f"SessionStream.{call}", exc.code)
-            response.error.CopyFrom(pb.StreamError(code=exc.code.value[0], message=exc.message, reason=exc.reason))
+            response.error.CopyFrom(to_rpc_status(exc))
         return response
 
-    async def SessionStream(
-        self, request_iterator: AsyncIterator[pb.SessionStreamRequest], context: Context
-    ) -> AsyncIterator[pb.SessionStreamResponse]:
+    async def SessionStream(self, request_iterator: AsyncIterator[Any], context: Context) -> AsyncIterator[Any]:
         """Answers each request as soon as it completes; in request order within one session."""
-        out: asyncio.Queue[pb.SessionStreamResponse | None] = asyncio.Queue()
+        if self._draining:
+            await context.abort_with_status(to_status(errors.draining()))
+        out: asyncio.Queue[Any] = asyncio.Queue()
         last_of_session: dict[str, asyncio.Task[None]] = {}
         tasks: set[asyncio.Task[None]] = set()
 
         async def answer(request: pb.SessionStreamRequest, previous: asyncio.Task[None] | None) -> None:
-            response = await self._stream_one(request, context)
+            response = await self._stream_call(request, context)
             if previous is not None:
                 await asyncio.wait([previous])
             out.put_nowait(response)
@@ -315,6 +385,10 @@ class EnvHubService(pb_grpc.EnvHubServicer):
 
         async def read() -> None:
             async for request in request_iterator:
+                if isinstance(request, Malformed):  # no call id to answer: end the stream
+                    self._malformed_log.note(request)
+                    out.put_nowait(request)
+                    return
                 call = request.WhichOneof("call")
                 key = getattr(request, call).session_id if call in ("reset", "step", "close") else ""
                 task = asyncio.create_task(answer(request, last_of_session.get(key) if key else None))
@@ -325,14 +399,26 @@ class EnvHubService(pb_grpc.EnvHubServicer):
                     task.add_done_callback(forget)
             while tasks:
                 await asyncio.wait(set(tasks))
-            out.put_nowait(None)
+            out.put_nowait(_END)
 
+        self._streams.add(out)
         reader = asyncio.create_task(read())
         try:
-            while (response := await out.get()) is not None:
+            while (response := await out.get()) is not _END:
+                if isinstance(response, Malformed):
+                    await context.abort_with_status(to_status(response.error()))
+                if response is _END_DRAINING:
+                    await context.abort_with_status(to_status(errors.draining()))
                 yield response
             await reader
         finally:
+            self._streams.discard(out)
             reader.cancel()
             for task in list(tasks):
                 task.cancel()
+
+
+_END = object()
+"""Queued by a stream's reader when the client half-closed and every answer is out."""
+_END_DRAINING = object()
+"""Queued by `end_streams` when the server drains."""

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from envhub.core import errors
-from envhub.server.workers import Worker
+from envhub.server.worker_handle import Worker
 
 
 @dataclass
@@ -22,21 +22,18 @@ class SessionRecord:
 
 
 class SessionTable:
-    """Session ids -> records, with the max-sessions limit and the draining switch."""
+    """Session ids -> records, with the max-sessions limit."""
 
     def __init__(self, replica_id: str, max_sessions: int) -> None:
         self.replica_id = replica_id
         self.max_sessions = max_sessions
-        self.draining = False
         self._records: dict[str, SessionRecord] = {}
 
     def count(self, environment: str) -> int:
         return sum(1 for record in self._records.values() if record.environment == environment)
 
     def new_ids(self, count: int) -> list[str]:
-        """Fresh opaque ids "<replica_id>.<suffix>"; refuses past the limit or while draining."""
-        if self.draining:
-            raise errors.unavailable("the server is draining and accepts no new sessions", "DRAINING")
+        """Fresh opaque ids "<replica_id>.<suffix>"; refuses past the limit."""
         if len(self._records) + count > self.max_sessions:
             raise errors.resource_exhausted(
                 f"the server holds {len(self._records)} of at most {self.max_sessions} sessions; close some first",

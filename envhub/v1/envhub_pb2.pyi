@@ -1,4 +1,5 @@
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -20,8 +21,15 @@ class ListEnvironmentsResponse(_message.Message):
     def __init__(self, environments: _Optional[_Iterable[_Union[EnvironmentInfo, _Mapping]]] = ..., replica_id: _Optional[str] = ...) -> None: ...
 
 class EnvironmentInfo(_message.Message):
-    __slots__ = ("name", "version", "description", "splits", "split_sizes", "capabilities", "default_max_steps", "options")
+    __slots__ = ("name", "version", "description", "splits", "split_sizes", "capabilities", "default_max_steps", "options", "config")
     class OptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +44,7 @@ class EnvironmentInfo(_message.Message):
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     description: str
@@ -44,7 +53,8 @@ class EnvironmentInfo(_message.Message):
     capabilities: Capabilities
     default_max_steps: int
     options: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., splits: _Optional[_Iterable[str]] = ..., split_sizes: _Optional[_Iterable[int]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., default_max_steps: _Optional[int] = ..., options: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., splits: _Optional[_Iterable[str]] = ..., split_sizes: _Optional[_Iterable[int]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., default_max_steps: _Optional[int] = ..., options: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
     __slots__ = ("native_snapshot", "deterministic_replay", "expert", "admissible_actions")
@@ -146,16 +156,18 @@ class CreateSessionResponse(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., task: _Optional[_Union[TaskInfo, _Mapping]] = ..., observation: _Optional[_Union[Observation, _Mapping]] = ...) -> None: ...
 
 class ResetSessionRequest(_message.Message):
-    __slots__ = ("session_id", "task", "seed", "include_admissible_actions")
+    __slots__ = ("session_id", "task", "seed", "include_admissible_actions", "request_id")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_ADMISSIBLE_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     task: TaskSelector
     seed: int
     include_admissible_actions: bool
-    def __init__(self, session_id: _Optional[str] = ..., task: _Optional[_Union[TaskSelector, _Mapping]] = ..., seed: _Optional[int] = ..., include_admissible_actions: _Optional[bool] = ...) -> None: ...
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., task: _Optional[_Union[TaskSelector, _Mapping]] = ..., seed: _Optional[int] = ..., include_admissible_actions: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ResetSessionResponse(_message.Message):
     __slots__ = ("task", "observation")
@@ -184,14 +196,18 @@ class Observation(_message.Message):
     def __init__(self, text: _Optional[str] = ..., task_description: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., has_admissible_actions: _Optional[bool] = ..., score: _Optional[float] = ..., step_index: _Optional[int] = ..., info: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class StepRequest(_message.Message):
-    __slots__ = ("session_id", "action", "include_admissible_actions")
+    __slots__ = ("session_id", "action", "include_admissible_actions", "expected_step_index", "request_id")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_ADMISSIBLE_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     action: str
     include_admissible_actions: bool
-    def __init__(self, session_id: _Optional[str] = ..., action: _Optional[str] = ..., include_admissible_actions: _Optional[bool] = ...) -> None: ...
+    expected_step_index: int
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., action: _Optional[str] = ..., include_admissible_actions: _Optional[bool] = ..., expected_step_index: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class StepResponse(_message.Message):
     __slots__ = ("result",)
@@ -242,67 +258,16 @@ class CreateSnapshotRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class CreateSnapshotResponse(_message.Message):
-    __slots__ = ("snapshot", "step_index")
+    __slots__ = ("snapshot", "step_index", "environment", "environment_version")
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
-    snapshot: bytes
-    step_index: int
-    def __init__(self, snapshot: _Optional[bytes] = ..., step_index: _Optional[int] = ...) -> None: ...
-
-class SignedSnapshot(_message.Message):
-    __slots__ = ("state", "signature", "key_id")
-    STATE_FIELD_NUMBER: _ClassVar[int]
-    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
-    KEY_ID_FIELD_NUMBER: _ClassVar[int]
-    state: bytes
-    signature: bytes
-    key_id: str
-    def __init__(self, state: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., key_id: _Optional[str] = ...) -> None: ...
-
-class SnapshotState(_message.Message):
-    __slots__ = ("format", "environment", "environment_version", "task_id", "seed", "options", "max_steps", "step_index", "action_log", "reset_digest", "native_state", "last_observation", "done")
-    class OptionsEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: str
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-    FORMAT_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_VERSION_FIELD_NUMBER: _ClassVar[int]
-    TASK_ID_FIELD_NUMBER: _ClassVar[int]
-    SEED_FIELD_NUMBER: _ClassVar[int]
-    OPTIONS_FIELD_NUMBER: _ClassVar[int]
-    MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
-    STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
-    ACTION_LOG_FIELD_NUMBER: _ClassVar[int]
-    RESET_DIGEST_FIELD_NUMBER: _ClassVar[int]
-    NATIVE_STATE_FIELD_NUMBER: _ClassVar[int]
-    LAST_OBSERVATION_FIELD_NUMBER: _ClassVar[int]
-    DONE_FIELD_NUMBER: _ClassVar[int]
-    format: int
+    snapshot: bytes
+    step_index: int
     environment: str
     environment_version: str
-    task_id: str
-    seed: int
-    options: _containers.ScalarMap[str, str]
-    max_steps: int
-    step_index: int
-    action_log: _containers.RepeatedCompositeFieldContainer[ReplayStep]
-    reset_digest: bytes
-    native_state: str
-    last_observation: Observation
-    done: bool
-    def __init__(self, format: _Optional[int] = ..., environment: _Optional[str] = ..., environment_version: _Optional[str] = ..., task_id: _Optional[str] = ..., seed: _Optional[int] = ..., options: _Optional[_Mapping[str, str]] = ..., max_steps: _Optional[int] = ..., step_index: _Optional[int] = ..., action_log: _Optional[_Iterable[_Union[ReplayStep, _Mapping]]] = ..., reset_digest: _Optional[bytes] = ..., native_state: _Optional[str] = ..., last_observation: _Optional[_Union[Observation, _Mapping]] = ..., done: _Optional[bool] = ...) -> None: ...
-
-class ReplayStep(_message.Message):
-    __slots__ = ("action", "observation_digest")
-    ACTION_FIELD_NUMBER: _ClassVar[int]
-    OBSERVATION_DIGEST_FIELD_NUMBER: _ClassVar[int]
-    action: str
-    observation_digest: bytes
-    def __init__(self, action: _Optional[str] = ..., observation_digest: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, snapshot: _Optional[bytes] = ..., step_index: _Optional[int] = ..., environment: _Optional[str] = ..., environment_version: _Optional[str] = ...) -> None: ...
 
 class RestoreSnapshotRequest(_message.Message):
     __slots__ = ("snapshot", "include_admissible_actions")
@@ -337,41 +302,31 @@ class ForkSessionResponse(_message.Message):
     def __init__(self, session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SessionStreamRequest(_message.Message):
-    __slots__ = ("request_id", "create", "reset", "step", "close")
-    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("call_id", "create", "reset", "step", "close")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
-    request_id: int
+    call_id: int
     create: CreateSessionRequest
     reset: ResetSessionRequest
     step: StepRequest
     close: CloseSessionRequest
-    def __init__(self, request_id: _Optional[int] = ..., create: _Optional[_Union[CreateSessionRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetSessionRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, call_id: _Optional[int] = ..., create: _Optional[_Union[CreateSessionRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetSessionRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ...) -> None: ...
 
 class SessionStreamResponse(_message.Message):
-    __slots__ = ("request_id", "create", "reset", "step", "close", "error")
-    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("call_id", "create", "reset", "step", "close", "error")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
-    request_id: int
+    call_id: int
     create: CreateSessionResponse
     reset: ResetSessionResponse
     step: StepResponse
     close: CloseSessionResponse
-    error: StreamError
-    def __init__(self, request_id: _Optional[int] = ..., create: _Optional[_Union[CreateSessionResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetSessionResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., error: _Optional[_Union[StreamError, _Mapping]] = ...) -> None: ...
-
-class StreamError(_message.Message):
-    __slots__ = ("code", "message", "reason")
-    CODE_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    code: int
-    message: str
-    reason: str
-    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    error: _status_pb2.Status
+    def __init__(self, call_id: _Optional[int] = ..., create: _Optional[_Union[CreateSessionResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetSessionResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...

@@ -148,7 +148,7 @@ class EnvHubServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreateSnapshot(self, request, context):
-        """Captures a session's state as a signed, portable snapshot.
+        """Captures a session's state as a signed, portable snapshot (opaque bytes).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -170,7 +170,7 @@ class EnvHubServicer:
 
     def SessionStream(self, request_iterator, context):
         """Many sessions' calls multiplexed on one bidirectional stream. Each request
-        carries a client-chosen request_id echoed by its response; responses may
+        carries a client-chosen call_id echoed by its response; responses may
         arrive out of order across sessions but are in order within a session.
         A failed call answers with `error`, and the stream stays open.
         """

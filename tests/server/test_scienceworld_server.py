@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 
 from envhub.client import EnvhubClient, EnvhubError
 from envhub.compliance import ComplianceSpec, run_all
@@ -16,6 +17,7 @@ from envhub.server.background import BackgroundServer
 from envhub.server.snapshots import SnapshotSigner, to_wire
 from envhub.v1 import envhub_pb2 as pb
 from envhub.v1 import envhub_pb2_grpc as pb_grpc
+from envhub.v1 import snapshot_pb2 as spb
 
 MAX_SESSIONS = 8
 KEY = b"test-snapshot-key-0123456789abcdef"
@@ -81,8 +83,8 @@ def test_replay_divergence_is_reported_over_the_wire(client: EnvhubClient) -> No
     state = signer.verify(client.snapshot(start.session_id).data)
     wrong = to_wire(state)
     wrong.action_log[0].observation_digest = b"\x00" * 16  # a recorded observation the replay cannot produce
-    forged = pb.SignedSnapshot(state=wrong.SerializeToString(), key_id=signer.key_id)
-    forged.signature = signer._mac(forged.state)
+    forged = spb.SignedSnapshot(state=wrong.SerializeToString(), key_id=signer.key_id)
+    forged.signature = signer._mac(KEY, signer.key_id, forged.state)
     with pytest.raises(EnvhubError) as caught:
         client.restore(forged.SerializeToString())
     assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION and caught.value.reason == "REPLAY_DIVERGED"
@@ -94,8 +96,8 @@ def test_replay_divergence_is_reported_over_the_wire(client: EnvhubClient) -> No
 def test_session_stream_multiplexes_and_survives_errors(server: BackgroundServer, client: EnvhubClient) -> None:
     requests: queue.Queue[pb.SessionStreamRequest | None] = queue.Queue()
     create = pb.CreateSessionRequest(environment="scienceworld", task=pb.TaskSelector(task_id="boil/0"))
-    for request_id in (1, 2):
-        requests.put(pb.SessionStreamRequest(request_id=request_id, create=create))
+    for call_id in (1, 2):
+        requests.put(pb.SessionStreamRequest(call_id=call_id, create=create))
 
     def feed() -> Iterator[pb.SessionStreamRequest]:
         while (item := requests.get()) is not None:
@@ -103,22 +105,24 @@ def test_session_stream_multiplexes_and_survives_errors(server: BackgroundServer
 
     with grpc.insecure_channel(server.target) as channel:
         responses = pb_grpc.EnvHubStub(channel).SessionStream(feed())
-        created = {response.request_id: response.create.session_id for response in (next(responses) for _ in range(2))}
+        created = {response.call_id: response.create.session_id for response in (next(responses) for _ in range(2))}
         assert set(created) == {1, 2}
         sessions = [created[1], created[2]]
-        requests.put(pb.SessionStreamRequest(request_id=3, step=pb.StepRequest(session_id="nosuch.x", action="look")))
+        requests.put(pb.SessionStreamRequest(call_id=3, step=pb.StepRequest(session_id="nosuch.x", action="look")))
         for offset, action in enumerate(ACTIONS["boil/0"][:2]):
             for number, session_id in enumerate(sessions):
                 step = pb.StepRequest(session_id=session_id, action=action)
-                requests.put(pb.SessionStreamRequest(request_id=10 + 2 * offset + number, step=step))
-        answers = {response.request_id: response for response in (next(responses) for _ in range(5))}
+                requests.put(pb.SessionStreamRequest(call_id=10 + 2 * offset + number, step=step))
+        answers = {response.call_id: response for response in (next(responses) for _ in range(5))}
         assert answers[3].error.code == grpc.StatusCode.NOT_FOUND.value[0]
-        assert answers[3].error.reason == "SESSION_NOT_FOUND"
+        [detail] = answers[3].error.details  # a full google.rpc.Status, as unary calls carry
+        info = error_details_pb2.ErrorInfo()
+        assert detail.Unpack(info) and info.reason == "SESSION_NOT_FOUND" and info.domain == "envhub.dev"
         texts = {rid: answers[rid].step.result.observation.text for rid in (10, 11, 12, 13)}
         assert texts[10] == texts[11] and texts[12] == texts[13]  # same task and seed, same story
         for number, session_id in enumerate(sessions):
             requests.put(
-                pb.SessionStreamRequest(request_id=20 + number, close=pb.CloseSessionRequest(session_id=session_id))
+                pb.SessionStreamRequest(call_id=20 + number, close=pb.CloseSessionRequest(session_id=session_id))
             )
         closes = [next(responses) for _ in range(2)]
         assert all(response.HasField("close") for response in closes)

@@ -9,7 +9,7 @@ from envhub.core.environment import Observation
 from envhub.core.errors import EnvhubError
 from envhub.core.session import SessionState, observation_digest
 from envhub.server.snapshots import SnapshotSigner, to_wire
-from envhub.v1 import envhub_pb2 as pb
+from envhub.v1 import snapshot_pb2 as spb
 
 STATE = SessionState(
     environment="scienceworld",
@@ -41,20 +41,35 @@ def _reason(data: bytes, signer: SnapshotSigner = SIGNER) -> str:
 
 def test_bad_bytes_are_invalid_argument() -> None:
     good = SIGNER.sign(STATE)
-    envelope = pb.SignedSnapshot.FromString(good)
-    tampered = pb.SignedSnapshot(state=envelope.state.replace(b"boil/0", b"boil/1"), signature=envelope.signature)
+    envelope = spb.SignedSnapshot.FromString(good)
+    tampered = spb.SignedSnapshot(
+        state=envelope.state.replace(b"boil/0", b"boil/1"), signature=envelope.signature, key_id=envelope.key_id
+    )
     assert _reason(b"") == "SNAPSHOT_MALFORMED"
-    assert _reason(b"\xff\xff\xff garbage") in ("SNAPSHOT_MALFORMED", "SNAPSHOT_SIGNATURE")
-    assert _reason(good[:-5]) in ("SNAPSHOT_MALFORMED", "SNAPSHOT_SIGNATURE")
+    assert _reason(b"\xff\xff\xff garbage") in ("SNAPSHOT_MALFORMED", "SNAPSHOT_KEY_UNKNOWN")
+    assert _reason(good[:-5]) in ("SNAPSHOT_MALFORMED", "SNAPSHOT_KEY_UNKNOWN", "SNAPSHOT_SIGNATURE")
     assert _reason(tampered.SerializeToString()) == "SNAPSHOT_SIGNATURE"
-    assert _reason(good, SnapshotSigner(b"another-key-of-32-bytes-long!!!!")) == "SNAPSHOT_SIGNATURE"
+    assert _reason(good, SnapshotSigner(b"another-key-of-32-bytes-long!!!!")) == "SNAPSHOT_KEY_UNKNOWN"
+
+
+def test_the_key_id_is_signed_and_rotation_accepts_old_keys() -> None:
+    old, new = b"o" * 32, b"n" * 32
+    from_old = SnapshotSigner(old).sign(STATE)
+    rotated = SnapshotSigner(new, accepted=[old])
+    assert rotated.verify(from_old) == STATE  # old snapshots still restore during the rotation
+    assert _reason(rotated.sign(STATE), SnapshotSigner(old)) == "SNAPSHOT_KEY_UNKNOWN"  # new key not accepted there
+    relabelled = spb.SignedSnapshot.FromString(from_old)
+    relabelled.key_id = rotated.key_id  # claims the new key: the signature covers the key id
+    assert _reason(relabelled.SerializeToString(), SnapshotSigner(new, accepted=[old])) == "SNAPSHOT_SIGNATURE"
+    assert rotated.accepted_key_ids == [rotated.key_id, SnapshotSigner(old).key_id]
 
 
 def test_unknown_format_is_refused_even_when_signed() -> None:
     message = to_wire(STATE)
     message.format = 99
     payload = message.SerializeToString()
-    signed = pb.SignedSnapshot(state=payload, signature=SIGNER._mac(payload)).SerializeToString()
+    signature = SIGNER._mac(b"k" * 32, SIGNER.key_id, payload)
+    signed = spb.SignedSnapshot(state=payload, signature=signature, key_id=SIGNER.key_id).SerializeToString()
     assert _reason(signed) == "SNAPSHOT_FORMAT"
 
 

@@ -26,6 +26,8 @@ from envhub.envs.alfworld.taskset import GeneratedTaskSet, OfficialTaskSet, Task
 
 ENV_VERSION = "1"
 """Version of this adapter's behaviour (observations, rewards, native snapshot layout)."""
+MAX_SUCCESS_REWARD = 1e6
+"""Largest `success_reward` option accepted."""
 
 
 def describe(taskset: TaskSet, split: str, index: int) -> TaskSpec:
@@ -95,9 +97,7 @@ class AlfWorldKind(EnvironmentKind):
 
     name = "alfworld"
     description = "ALFWorld household tasks (TextWorld PDDL engine): six task types, 50 steps, expert hints"
-    capabilities = Capabilities(
-        native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True, thread_safe=False
-    )
+    capabilities = Capabilities(native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True)
     default_max_steps = 50
     options: Mapping[str, str] = {
         "expert": f"expert behind expert_actions: {' | '.join(EXPERTS)} (default {EXPERTS[0]}: uses only what the "
@@ -141,11 +141,14 @@ class AlfWorldKind(EnvironmentKind):
             raise ValueError(f"option expert={expert!r} is not one of {', '.join(EXPERTS)}")
         reward = options.get("success_reward", "1")
         try:
-            valid = float(reward) > 0
+            valid = 0 < float(reward) <= MAX_SUCCESS_REWARD  # also refuses nan and inf
         except ValueError:
             valid = False
         if not valid:
-            raise ValueError(f"option success_reward={reward!r} must be a positive number (e.g. 1 or 10)")
+            raise ValueError(
+                f"option success_reward={reward!r} must be a finite number in (0, {MAX_SUCCESS_REWARD:g}] "
+                "(e.g. 1 or 10)"
+            )
 
     def create(self) -> Environment:
         if self._library is None:

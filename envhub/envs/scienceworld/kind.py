@@ -36,9 +36,7 @@ class ScienceWorldKind(EnvironmentKind):
     name = "scienceworld"
     version = f"{SCIENCEWORLD_VERSION}+envhub.1"
     description = "ScienceWorld text simulator: 30 elementary-science tasks with train/dev/test variations"
-    capabilities = Capabilities(
-        native_snapshot=False, deterministic_replay=True, expert=True, admissible_actions=True, thread_safe=False
-    )
+    capabilities = Capabilities(native_snapshot=False, deterministic_replay=True, expert=True, admissible_actions=True)
     default_max_steps = 100
     options: Mapping[str, str] = {
         sw_options.SIMPLIFICATIONS_OPTION: "comma-separated ScienceWorld simplifications (e.g. 'easy' or "

@@ -109,7 +109,16 @@ def test_step_limit_truncates(kind: AlfWorldKind, first_of_type: dict[str, int])
     session.close()
 
 
-@pytest.mark.parametrize("options", [{"expert": "oracle"}, {"success_reward": "ten"}, {"colour": "red"}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"expert": "oracle"},
+        {"success_reward": "ten"},
+        {"success_reward": "1e309"},
+        {"success_reward": "nan"},
+        {"colour": "red"},
+    ],
+)
 def test_bad_options_are_invalid_argument(kind: AlfWorldKind, options: dict[str, str]) -> None:
     with pytest.raises(EnvhubError) as bad:
         Session.start(kind, kind.tasks("train")[0], options=options)

@@ -1,6 +1,7 @@
-"""Worker processes as seen from the server's event loop.
+"""The server side of the pipe: worker processes as seen from the server's event loop.
 
-Each `Worker` owns one child process (see `envhub.server.worker`) and a pipe to it. Requests
+Each `Worker` owns one child process (see `envhub.server.worker_process`) and a pipe to it. Operations
+(`envhub.server.worker_ops`)
 are written to the pipe and a future is queued; the event loop reads replies with
 `loop.add_reader` on the pipe's file descriptor (no thread hop) and resolves the futures in
 FIFO order, so requests pipeline. When the pipe reports end-of-file the worker is dead: its
@@ -16,11 +17,14 @@ import multiprocessing
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, TypeVar
 
 from envhub.core import errors
+from envhub.server import worker_ops as ops
 from envhub.server.catalog import Catalog
-from envhub.server.worker import worker_main
+from envhub.server.worker_process import worker_main
+
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 _CONTEXT = multiprocessing.get_context("spawn")  # no fork of a process running gRPC threads
@@ -39,8 +43,14 @@ def discard_outcome(future: asyncio.Future[Any]) -> None:
 class Worker:
     """One worker process for one environment kind."""
 
-    def __init__(self, environment: str, index: int, on_death: Callable[[Worker], None]) -> None:
+    def __init__(
+        self, environment: str, index: int, on_death: Callable[[Worker], None], config: dict[str, Any] | None = None
+    ) -> None:
         self.environment = environment
+        self.name = environment
+        """The kind's wire name (its catalog's name once started; `environment` may be "module:Class")."""
+        self.config = dict(config or {})
+        """Server-side configuration of the kind (`EnvironmentKind.from_config`)."""
         self.index = index
         self.sessions: set[str] = set()
         """Ids of the sessions living in this worker (kept by the session table)."""
@@ -68,7 +78,9 @@ class Worker:
             await asyncio.get_running_loop().run_in_executor(None, self._process.join)
         parent_conn, child_conn = _CONTEXT.Pipe()
         process = _CONTEXT.Process(
-            target=worker_main, args=(self.environment, child_conn), name=f"envhub-{self.environment}-{self.index}"
+            target=worker_main,
+            args=(self.environment, self.config, child_conn),
+            name=f"envhub-{self.environment}-{self.index}",
         )
         process.daemon = True
         process.start()
@@ -79,18 +91,19 @@ class Worker:
         asyncio.get_running_loop().add_reader(parent_conn.fileno(), self._on_readable)
         self.alive = True
         catalog = await ready
+        self.name = catalog.name
         self.started = True
         log.info("worker %s/%d started (pid %s)", self.environment, self.index, process.pid)
         return catalog
 
-    def call(self, op: str, *args: Any) -> asyncio.Future[Any]:
-        """Send one request; the future resolves with the result or an EnvhubError."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def call(self, op: ops.Op[R]) -> asyncio.Future[R]:
+        """Send one operation; the future resolves with its result or raises its EnvhubError."""
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         if not self.alive or self._conn is None:
             future.set_exception(errors.unavailable(f"worker {self.environment}/{self.index} is restarting"))
             return future
         try:
-            self._conn.send((op, args))
+            self._conn.send(op)
         except OSError:
             self._died()
             future.set_exception(errors.unavailable(f"worker {self.environment}/{self.index} died", "WORKER_LOST"))
@@ -104,14 +117,14 @@ class Worker:
             return
         try:
             while conn.poll():
-                ok, payload = conn.recv()
+                reply: ops.Reply = conn.recv()
                 future = self._pending.popleft()
                 if future.done():  # the caller gave up (deadline, cancellation)
                     continue
-                if ok:
-                    future.set_result(payload)
+                if reply.error is None:
+                    future.set_result(reply.value)
                 else:
-                    future.set_exception(payload)
+                    future.set_exception(reply.error)
         except (EOFError, OSError):
             self._died()
 
@@ -140,7 +153,7 @@ class Worker:
         if self.alive and self._conn is not None:
             self.alive = False
             try:
-                self._conn.send(("stop", ()))
+                self._conn.send(ops.Stop())
             except OSError:
                 log.warning("worker %s/%d pipe already closed", self.environment, self.index)
             self._detach()

@@ -1,0 +1,198 @@
+"""The worker side of the pipe: one environment kind, many `Session`s, one `Op` at a time.
+
+`worker_main` runs in a child process. Its first message is a `Reply` holding the kind's
+`Catalog` (or the error that stopped it); then it answers each `Op` (see
+`envhub.server.worker_ops`) with a `Reply`, in request order, so the server keeps a FIFO of
+futures per worker. Because a session's calls are applied here one by one in arrival order,
+this is where a step's `expected_step_index` and the remembered answer to a repeated
+`request_id` are checked: a retried call can never overtake or double the original.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import grpc
+
+from envhub.core import errors
+from envhub.core.environment import EnvironmentKind
+from envhub.core.registry import build_kind
+from envhub.core.session import Session
+from envhub.server import worker_ops as ops
+from envhub.server.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Remembered:
+    """The last keyed call of a session: its key, what it asked, and its answer."""
+
+    request_id: str
+    fingerprint: Hashable
+    result: Any
+
+
+class WorkerState:
+    """The sessions of one worker process and the operations the server may ask for."""
+
+    def __init__(self, kind: EnvironmentKind) -> None:
+        self.kind = kind
+        self.catalog = Catalog.of(kind)
+        self.sessions: dict[str, Session] = {}
+        self._last: dict[str, _Remembered] = {}
+        self._handlers: dict[type[ops.Op[Any]], Callable[[Any], Any]] = {
+            ops.Create: self.create,
+            ops.Reset: self.reset,
+            ops.Step: self.step,
+            ops.Close: self.close,
+            ops.Expert: self.expert,
+            ops.Snapshot: self.snapshot,
+            ops.Restore: self.restore,
+            ops.Fork: self.fork,
+        }
+
+    def handle(self, op: ops.Op[Any]) -> Any:
+        """Apply one operation; raises what the operation raises."""
+        return self._handlers[type(op)](op)
+
+    def _session(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise errors.not_found(f"session {session_id!r} is unknown or closed", "SESSION_NOT_FOUND")
+        return session
+
+    @staticmethod
+    def _view(session: Session, admissible: bool) -> ops.View:
+        actions = tuple(session.admissible_actions()) if admissible else None
+        return ops.View(session.task.task_id, session.observation, session.step_index, actions)
+
+    def _keyed(self, session_id: str, request_id: str, fingerprint: Hashable, apply: Callable[[], Any]) -> Any:
+        """`apply()`, or the remembered answer when `request_id` repeats the session's last keyed call.
+
+        Only the last call is remembered; an unkeyed call forgets it (a retry is only ever of the last call).
+        """
+        if not request_id:
+            self._last.pop(session_id, None)
+            return apply()
+        last = self._last.get(session_id)
+        if last is not None and last.request_id == request_id:
+            if last.fingerprint != fingerprint:
+                raise errors.invalid_argument(
+                    f"request_id {request_id!r} was already used for another call on this session",
+                    "REQUEST_ID_REUSED",
+                    request_id=request_id,
+                )
+            return last.result
+        result = apply()
+        self._last[session_id] = _Remembered(request_id, fingerprint, result)
+        return result
+
+    def create(self, op: ops.Create) -> ops.View:
+        spec = self.catalog.task(op.task_id)
+        session = Session.start(self.kind, spec, seed=op.seed, options=op.options, max_steps=op.max_steps)
+        self.sessions[op.session_id] = session
+        return self._view(session, op.admissible)
+
+    def reset(self, op: ops.Reset) -> ops.View:
+        session = self._session(op.session_id)
+
+        def apply() -> ops.View:
+            session.reset(self.catalog.task(op.task_id) if op.task_id else None, op.seed)
+            return self._view(session, op.admissible)
+
+        return self._keyed(op.session_id, op.request_id, ("reset", op.task_id, op.seed), apply)
+
+    def step(self, op: ops.Step) -> ops.StepOutcome:
+        session = self._session(op.session_id)
+
+        def apply() -> ops.StepOutcome:
+            if op.expected_step_index is not None and op.expected_step_index != session.step_index:
+                raise errors.failed_precondition(
+                    f"the session is at step {session.step_index}, not {op.expected_step_index}",
+                    "STEP_INDEX_MISMATCH",
+                    step_index=str(session.step_index),
+                )
+            step = session.step(op.action)
+            return ops.StepOutcome(step, tuple(session.admissible_actions()) if op.admissible else None)
+
+        return self._keyed(op.session_id, op.request_id, ("step", op.action), apply)
+
+    def close(self, op: ops.Close) -> None:
+        self._session(op.session_id).close()
+        del self.sessions[op.session_id]
+        self._last.pop(op.session_id, None)
+
+    def expert(self, op: ops.Expert) -> tuple[str, ...]:
+        return tuple(self._session(op.session_id).expert_actions())
+
+    def snapshot(self, op: ops.Snapshot) -> Any:
+        return self._session(op.session_id).state()
+
+    def restore(self, op: ops.Restore) -> ops.View:
+        session = Session.restore(self.kind, op.state)
+        self.sessions[op.session_id] = session
+        return self._view(session, op.admissible)
+
+    def fork(self, op: ops.Fork) -> None:
+        source = self._session(op.session_id)
+        forks: dict[str, Session] = {}
+        try:
+            for new_id in op.new_ids:
+                forks[new_id] = source.fork()
+        except BaseException:
+            for fork in forks.values():
+                fork.close()
+            raise
+        self.sessions.update(forks)
+
+    def shutdown(self) -> None:
+        for session in self.sessions.values():
+            session.close()
+        self.sessions.clear()
+        self.kind.close()
+
+
+def _as_envhub_error(exc: Exception) -> errors.EnvhubError:
+    if isinstance(exc, errors.EnvhubError):
+        return exc
+    if isinstance(exc, NotImplementedError):
+        return errors.unsupported(str(exc))
+    log.exception("environment call failed")
+    return errors.EnvhubError(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}", "ENVIRONMENT_ERROR")
+
+
+def worker_main(environment: str, config: dict[str, Any], conn: Connection) -> None:
+    """Entry point of a worker process: build the kind, announce the catalog, serve operations."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers stop
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker[{environment}] %(levelname)s %(message)s")
+    try:
+        state = WorkerState(build_kind(environment, config))
+    except Exception as exc:  # reported to the server, which refuses to start with this message
+        conn.send(ops.Reply(error=errors.failed_precondition(str(exc), "ENVIRONMENT_START")))
+        return
+    conn.send(ops.Reply(value=state.catalog))
+    try:
+        while True:
+            try:
+                op = conn.recv()
+            except EOFError:
+                break
+            if isinstance(op, ops.Stop):
+                break
+            try:
+                reply = ops.Reply(value=state.handle(op))
+            except Exception as exc:  # one bad request never kills the worker: it answers with the error
+                reply = ops.Reply(error=_as_envhub_error(exc))
+            try:
+                conn.send(reply)
+            except (BrokenPipeError, ConnectionResetError):  # the server went away first: nothing to answer
+                break
+    finally:
+        state.shutdown()

@@ -1,0 +1,172 @@
+"""`ToyKind`: a tiny pure-Python environment for tests of servers, clients and adapters.
+
+Serve it by reference: `ServerConfig(environments=("envhub.testing:ToyKind",))` or
+`envhub serve --env envhub.testing:ToyKind`; on the wire it is called "toy". It starts in
+milliseconds, is deterministic, has an expert and a native snapshot, and one action that
+blocks: `wait` opens the FIFO `<gate>/entered` for writing (so a test that opens it for
+reading learns the call is inside the environment) and then reads a line from the FIFO
+`<gate>/release` (so the test decides when the call finishes). No sleeps, no timing luck.
+Make the gate folder with `Gate.create(path)`.
+
+Episode: the observation is "<task_id> seed <seed>: <count>"; any action but `win` and
+`wait` adds one to the count; `win` ends the episode with reward `success_reward`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from envhub.core.environment import (
+    Capabilities,
+    Environment,
+    EnvironmentKind,
+    Observation,
+    StepResult,
+    TaskSpec,
+)
+
+REFERENCE = "envhub.testing:ToyKind"
+"""What to pass as an environment name to serve the toy kind."""
+MAX_REWARD = 1e6
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The two FIFOs of the toy kind's blocking `wait` action, seen from the test."""
+
+    folder: Path
+
+    @classmethod
+    def create(cls, folder: Path) -> Gate:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("entered", "release"):
+            os.mkfifo(folder / name)
+        return cls(folder)
+
+    def wait_entered(self) -> None:
+        """Block until a `wait` action is inside the environment."""
+        with open(self.folder / "entered", encoding="utf-8") as fifo:
+            fifo.read()
+
+    def release(self) -> None:
+        """Let the blocked `wait` action finish."""
+        with open(self.folder / "release", "w", encoding="utf-8") as fifo:
+            fifo.write("go\n")
+
+
+def success_reward(options: Mapping[str, str]) -> float:
+    """The `success_reward` option: a finite number in [-1e6, 1e6] (default 1)."""
+    text = options.get("success_reward", "1")
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and -MAX_REWARD <= value <= MAX_REWARD):
+        raise ValueError(f"option success_reward={text!r} must be a finite number in [-{MAX_REWARD:g}, {MAX_REWARD:g}]")
+    return value
+
+
+class ToyEnvironment(Environment):
+    """A counter; see the module docstring."""
+
+    def __init__(self, gate: Path | None) -> None:
+        self._gate = gate
+        self._task = TaskSpec("", "", 0)
+        self._seed = 0
+        self._count = 0
+        self._reward = 1.0
+
+    def _observation(self, text: str = "") -> Observation:
+        body = text or f"{self._task.task_id} seed {self._seed}: {self._count}"
+        return Observation(body, f"count with {self._task.task_id}", float(self._count), {"count": self._count})
+
+    def reset(self, task: TaskSpec, *, seed: int, options: Mapping[str, str]) -> Observation:
+        self._task, self._seed, self._count, self._reward = task, seed, 0, success_reward(options)
+        return self._observation()
+
+    def step(self, action: str) -> StepResult:
+        if action == "win":
+            return StepResult(self._observation("you win"), self._reward, terminated=True, won=True)
+        if action == "wait":
+            self._block()
+        else:
+            self._count += 1
+        return StepResult(self._observation(), 0.0, terminated=False)
+
+    def _block(self) -> None:
+        if self._gate is None:
+            raise ValueError("the wait action needs the toy kind's `gate` configuration")
+        with open(self._gate / "entered", "w", encoding="utf-8") as fifo:
+            fifo.write("in\n")
+        with open(self._gate / "release", encoding="utf-8") as fifo:
+            fifo.readline()
+
+    def admissible_actions(self) -> list[str]:
+        return ["inc", "win"]
+
+    def expert_actions(self) -> list[str]:
+        return ["win"]
+
+    def native_state(self) -> str:
+        return json.dumps({"count": self._count})
+
+    def load_native_state(
+        self, task: TaskSpec, *, seed: int, options: Mapping[str, str], state: str, observation: Observation
+    ) -> None:
+        self.reset(task, seed=seed, options=options)
+        self._count = int(json.loads(state)["count"])
+
+
+class ToyKind(EnvironmentKind):
+    """Tasks "count/<i>" in splits train and test; configuration `tasks` and `gate`."""
+
+    name = "toy"
+    version = "1"
+    description = "a deterministic counter for tests (envhub.testing)"
+    capabilities = Capabilities(native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True)
+    default_max_steps = 20
+    options: Mapping[str, str] = {"success_reward": "reward of the `win` action (default 1)"}
+    config_keys: Mapping[str, str] = {
+        "tasks": "tasks per split (default 4)",
+        "gate": "folder holding the FIFOs of the blocking `wait` action (see envhub.testing.Gate)",
+    }
+
+    def __init__(self, tasks: int = 4, gate: str | None = None) -> None:
+        if tasks < 1:
+            raise ValueError(f"toy.tasks must be at least 1, not {tasks}")
+        self._gate = Path(gate) if gate else None
+        self._tasks = {
+            split: [TaskSpec(f"{split}-count/{index}", split, index, "count") for index in range(tasks)]
+            for split in ("train", "test")
+        }
+        self._config = {"tasks": str(tasks), **({"gate": gate} if gate else {})}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Self:
+        super().from_config({key: value for key, value in config.items() if key not in cls.config_keys})
+        tasks = config.get("tasks", 4)
+        if isinstance(tasks, bool) or not isinstance(tasks, int | str) or not str(tasks).isdecimal():
+            raise ValueError(f"toy.tasks must be a positive integer, not {tasks!r}")
+        return cls(int(tasks), config.get("gate"))
+
+    def config(self) -> Mapping[str, str]:
+        return dict(self._config)
+
+    def splits(self) -> list[str]:
+        return list(self._tasks)
+
+    def tasks(self, split: str) -> Sequence[TaskSpec]:
+        return self._tasks[split]
+
+    def validate_options(self, options: Mapping[str, str]) -> None:
+        super().validate_options(options)
+        success_reward(options)
+
+    def create(self) -> Environment:
+        return ToyEnvironment(self._gate)

@@ -1,0 +1,32 @@
+"""Run protoc on protos/ with the include paths envhub's contract needs (well-known types, google.rpc)."""
+
+from __future__ import annotations
+
+import importlib.resources
+from collections.abc import Sequence
+from pathlib import Path
+
+import google.rpc
+from grpc_tools import protoc
+
+ROOT = Path(__file__).resolve().parents[2]
+PROTOS = ROOT / "protos"
+
+
+def proto_files() -> list[str]:
+    """Every .proto under protos/, relative to it, sorted."""
+    return sorted(str(path.relative_to(PROTOS)) for path in PROTOS.rglob("*.proto"))
+
+
+def include_paths() -> list[str]:
+    """protos/, protobuf's well-known types, and googleapis' google/rpc (google.rpc.Status)."""
+    well_known = importlib.resources.files("grpc_tools") / "_proto"
+    googleapis = Path(next(iter(google.rpc.__path__))).parents[1]
+    return [str(PROTOS), str(well_known), str(googleapis)]
+
+
+def run(outputs: Sequence[str]) -> None:
+    """protoc with `outputs` (e.g. "--python_out=DIR") over every proto file; RuntimeError on failure."""
+    args = ["protoc", *(f"-I{path}" for path in include_paths()), *outputs, *proto_files()]
+    if protoc.main(args) != 0:
+        raise RuntimeError("protoc failed (see its messages above)")
