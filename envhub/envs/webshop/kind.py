@@ -46,9 +46,7 @@ class WebShopKind(EnvironmentKind):
 
     name = "webshop"
     description = "WebShop online shopping: search, browse, choose options, buy; reward from WebShop's formula"
-    capabilities = Capabilities(
-        native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True, thread_safe=False
-    )
+    capabilities = Capabilities(native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True)
     default_max_steps = 15
     options: Mapping[str, str] = {}
 
