@@ -93,6 +93,12 @@ class PromptConfig(_Section):
 class RolloutConfig(_Section):
     """Sampling of trajectories."""
 
+    strategy: str = Field(
+        "group",
+        description="Rollout strategy registered in `trainer.rollout.strategies` (built in: `group`, G forked "
+        "sessions per task in lock-step).",
+    )
+
     group_size: int = Field(8, ge=1, description="G trajectories per task (GRPO/ATOD: 8; Multi-Rollout OPD: n).")
     tasks_per_step: int = Field(4, ge=1, description="Task groups per training step.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature during training.")
@@ -101,6 +107,14 @@ class RolloutConfig(_Section):
     top_logprobs: int = Field(0, ge=0, le=20, description="Record the top-k log-probs per token (BranchOPD: 20).")
     snapshots: bool = Field(False, description="Record a snapshot handle at each turn start (one extra call).")
     concurrency: int = Field(16, ge=1, description="Concurrent Step calls per rollout worker.")
+
+    @model_validator(mode="after")
+    def _check_strategy(self) -> RolloutConfig:
+        from trainer.rollout.strategies import strategy_names
+
+        if self.strategy not in strategy_names():
+            raise ValueError(f"unknown rollout strategy {self.strategy!r}; registered: {', '.join(strategy_names())}")
+        return self
 
 
 class ObjectiveConfig(_Section):

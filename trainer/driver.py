@@ -22,7 +22,7 @@ from trainer.objectives import diagnostics as names
 from trainer.objectives.registry import get_objective
 from trainer.rollout import SamplingSettings, Trajectory
 from trainer.rollout.local_server import LocalServer
-from trainer.workers import WorkerGroup, latest_checkpoint, make_workers
+from trainer.workers import WorkerGroup, latest_checkpoint
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def train(config: TrainerConfig, *, progress: bool = True) -> TrainResult:
     (out / "config.json").write_text(config.model_dump_json(indent=2))
     resume_from = latest_checkpoint(out) if config.resume else None
     with env_targets(config) as targets:
-        workers = make_workers(config, targets, resume_from)
+        workers = WorkerGroup(config, targets, resume_from=resume_from)
         try:
             return _loop(config, workers, out, resume_from, progress)
         finally:

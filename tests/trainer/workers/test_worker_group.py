@@ -1,0 +1,44 @@
+"""The worker group's pieces that need no model: the executor contract, task splitting, merging."""
+
+from __future__ import annotations
+
+from trainer.rollout import RolloutStats, Trajectory
+from trainer.workers import LocalExecutor, merge_rollouts, split_tasks
+
+
+class Accumulator:
+    """A stand-in role with state, to show the executor's call semantics."""
+
+    def __init__(self, start: int) -> None:
+        self.total = start
+
+    def add(self, value: int) -> int:
+        self.total += value
+        return self.total
+
+
+def test_local_executor_runs_calls_in_order_and_passes_pending_results_on() -> None:
+    executor = LocalExecutor()
+    first, second = executor.spawn(Accumulator, 1), executor.spawn(Accumulator, 10)
+    pending = [executor.submit(first, "add", 2), executor.submit(second, "add", 3)]
+    assert executor.gather(pending) == [3, 13]
+    # A pending result is a valid argument of another call (as a Ray object reference is).
+    assert executor.call(second, "add", executor.submit(first, "add", 1)) == 17
+    executor.kill([first, second])
+
+
+def test_split_tasks_is_contiguous_and_near_equal() -> None:
+    tasks = [(f"t{i}", i) for i in range(7)]
+    chunks = split_tasks(tasks, 3)
+    assert [len(c) for c in chunks] == [3, 2, 2]
+    assert [t for c in chunks for t in c] == tasks
+    assert split_tasks(tasks[:1], 3) == [[("t0", 0)], [], []]
+
+
+def test_merge_renumbers_groups_batch_unique() -> None:
+    def part(groups: list[int], turns: int) -> tuple[list[Trajectory], RolloutStats]:
+        return [Trajectory(f"t{g}", group=g, seed=0) for g in groups], RolloutStats(turns=turns, wall_s=turns)
+
+    merged, stats = merge_rollouts([part([0, 0, 1], 4), part([0, 1, 1], 6)])
+    assert [t.group for t in merged] == [0, 0, 1, 2, 3, 3]
+    assert stats.turns == 10 and stats.wall_s == 6

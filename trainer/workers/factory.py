@@ -1,0 +1,64 @@
+"""What the worker roles are built from: device, generation backend, environment port, rollout settings."""
+
+from __future__ import annotations
+
+import torch
+
+from trainer.backends.base import GenerationBackend
+from trainer.config import TrainerConfig
+from trainer.prompts import PromptRenderer
+from trainer.rollout import ClientEnvPort, RolloutSettings
+from trainer.rollout.envport import EnvPort
+
+STOP_STRINGS = ("</action>", "</search>", "</answer>")
+"""A response ends once its action is closed (saves tokens; the parser needs nothing after it)."""
+
+
+def resolve_device(device: str) -> str:
+    """`auto` -> cuda when available, else cpu."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBackend:
+    """The student's generation backend named by `backend.kind`."""
+    from trainer.backends import make_backend
+
+    if config.backend.kind == "vllm":
+        return make_backend(
+            "vllm", path, gpu_memory_utilization=config.backend.gpu_memory_utilization, stop=STOP_STRINGS
+        )
+    return make_backend("hf", path, device=resolve_device(config.backend.device), stop=STOP_STRINGS)
+
+
+def make_env_port(config: TrainerConfig, target: str) -> EnvPort:
+    """An `EnvPort` over an envhub client connected to `target` ("host:port")."""
+    from envhub.client import EnvhubClient
+
+    return ClientEnvPort(EnvhubClient(target), config.env.name)
+
+
+def make_renderer(config: TrainerConfig) -> PromptRenderer:
+    """The prompt renderer of `config.prompt` for `config.env`."""
+    return PromptRenderer(
+        config.env.name,
+        style=config.prompt.style,
+        context=config.prompt.context,
+        history_length=config.prompt.history_length,
+        show_admissible=config.prompt.show_admissible,
+    )
+
+
+def rollout_settings(config: TrainerConfig) -> RolloutSettings:
+    """Episode settings of `config`."""
+    return RolloutSettings(
+        group_size=config.rollout.group_size,
+        max_turns=config.env.max_turns,
+        admissible=config.prompt.show_admissible,
+        snapshots=config.rollout.snapshots,
+        step_timeout_s=config.env.step_timeout_s,
+        step_retries=config.env.step_retries,
+        concurrency=config.rollout.concurrency,
+        max_prompt_tokens=config.prompt.max_prompt_tokens,
+    )

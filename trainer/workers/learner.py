@@ -1,0 +1,52 @@
+"""The learner role: model, optimizer, checkpoints (wraps `trainer.learner.Learner`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from trainer.config import TrainerConfig
+from trainer.learner import STATE_FILE, Learner
+from trainer.objectives.batch import TokenBatch
+from trainer.workers.factory import resolve_device
+
+
+class LearnerWorker:
+    """The learner process: loads the student (or a checkpoint), applies updates, saves checkpoints."""
+
+    def __init__(self, config: TrainerConfig, resume_from: str | None = None) -> None:
+        from trainer.models.loading import load_model, load_tokenizer
+
+        torch.manual_seed(config.seed)
+        device = resolve_device(config.backend.device)
+        self.tokenizer = load_tokenizer(config.models.student)
+        model = load_model(resume_from or config.models.student, device=device)
+        self.learner = Learner(model, config.objective, config.optim, device=device)
+        if resume_from:
+            self.learner.load(resume_from)
+
+    def step(self, batch: TokenBatch) -> dict[str, float]:
+        """One update on `batch`; its metrics."""
+        return self.learner.step(batch)
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """CPU copy of the current parameters."""
+        return self.learner.weights()
+
+    def global_step(self) -> int:
+        """Updates applied so far (continues across resumes)."""
+        return self.learner.global_step
+
+    def save(self, folder: str) -> str:
+        """Write a checkpoint to `folder`; its path."""
+        return str(self.learner.save(folder, self.tokenizer))
+
+
+def latest_checkpoint(output_dir: str | Path) -> str | None:
+    """The newest `checkpoints/step_*` folder with a trainer state, or None."""
+    folder = Path(output_dir) / "checkpoints"
+    if not folder.is_dir():
+        return None
+    done = sorted(p for p in folder.glob("step_*") if (p / STATE_FILE).is_file())
+    return str(done[-1]) if done else None

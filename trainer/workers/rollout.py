@@ -1,0 +1,47 @@
+"""The rollout role: an envhub client and a generation backend that play task groups."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from trainer.config import TrainerConfig
+from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
+from trainer.rollout.strategies import RolloutParts, make_strategy
+from trainer.workers.factory import make_env_port, make_generation_backend, make_renderer, rollout_settings
+
+
+class RolloutWorker:
+    """Holds an envhub client and a generation backend; plays tasks with the rollout strategy
+    named by `rollout.strategy` (`trainer.rollout.strategies`)."""
+
+    def __init__(self, config: TrainerConfig, target: str, policy_path: str | None = None) -> None:
+        from trainer.models.loading import load_tokenizer
+
+        path = policy_path or config.models.student
+        self.port = make_env_port(config, target)
+        self.tokenizer = load_tokenizer(path)
+        self.backend = make_generation_backend(config, path)
+        parts = RolloutParts(
+            self.port, self.backend, self.tokenizer, make_renderer(config), rollout_settings(config), config
+        )
+        self.rollout = make_strategy(config.rollout.strategy, parts)
+
+    def run(
+        self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
+    ) -> tuple[list[Trajectory], RolloutStats]:
+        """`group_size` trajectories of each (task id, env seed), and the counters of the call."""
+        return self.rollout.run(tasks, sampling, group_size)
+
+    def update_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """Load the learner's newest weights into the generation backend."""
+        self.backend.update_weights(weights)
+
+    def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]:
+        """Task ids of `split` on this worker's server (only `families` when given)."""
+        return self.port.task_ids(split, families)
+
+    def close(self) -> None:
+        """Release the strategy's threads and sessions."""
+        self.rollout.close()
