@@ -26,8 +26,8 @@ test: setup check-protos lint
 
 lint: setup
 	$(BIN)/python -m envhub.tools.lint_protos
-	$(BIN)/ruff check envhub trainer tests
-	$(BIN)/ruff format --check envhub trainer tests
+	$(BIN)/ruff check envhub trainer tests deploy
+	$(BIN)/ruff format --check envhub trainer tests deploy
 	$(BIN)/mypy
 
 ## Regenerate the Python code for the wire contract from protos/.

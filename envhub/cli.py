@@ -31,6 +31,7 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--max-message-bytes", type=int, default=16 * 1024 * 1024)
     p.add_argument("--drain-grace", type=float, default=30.0, help="seconds in-flight calls get on SIGTERM")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
+    p.add_argument("--metrics-host", default="localhost", help="address /metrics binds (0.0.0.0 for a scraper)")
     p.add_argument("--token-file", default=None, help="file with a shared token (or set ENVHUB_TOKEN)")
     p.add_argument("--tls-cert", default=None, help="PEM certificate chain (with --tls-key)")
     p.add_argument("--tls-key", default=None, help="PEM private key")
@@ -84,6 +85,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_message_bytes=args.max_message_bytes,
         drain_grace_s=args.drain_grace,
         metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
         token=_token(args.token_file),
         tls_cert_file=args.tls_cert,
         tls_key_file=args.tls_key,

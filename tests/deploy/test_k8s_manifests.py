@@ -1,0 +1,115 @@
+"""The rendered Kubernetes overlays agree with the server and the images they run.
+
+deploy/check.sh validates the manifests against the Kubernetes schemas and checkov; these tests
+check what no schema knows: the container arguments parse as `envhub serve` flags, the probes,
+Service and ServiceMonitor name the ports the server listens on, the snapshot key file lies in
+the mounted Secret, the drain fits the grace period, and the HPA's session target fits the limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from envhub.cli import _parser
+from envhub.core.registry import KINDS
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "deploy/k8s"
+ENVIRONMENT_OVERLAYS = sorted(path.name for path in (K8S / "overlays").iterdir() if path.name in KINDS)
+
+
+def render(directory: Path) -> list[dict[str, Any]]:
+    if shutil.which("kubectl") is None:
+        if os.environ.get("CI"):
+            pytest.fail("kubectl is missing (CI installs it: see .ci/run)")
+        pytest.skip("kubectl is not installed")
+    out = subprocess.run(["kubectl", "kustomize", str(directory)], check=True, capture_output=True, text=True).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def one(resources: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    [found] = [r for r in resources if r["kind"] == kind]
+    return found
+
+
+def entrypoint_args() -> list[str]:
+    """The `envhub serve ...` flags of the server images' ENTRYPOINT."""
+    line = next(
+        li for li in (ROOT / "deploy/docker/Dockerfile").read_text().splitlines() if li.startswith("ENTRYPOINT")
+    )
+    command: list[str] = json.loads(line.removeprefix("ENTRYPOINT"))
+    assert command[:2] == ["envhub", "serve"]
+    return command[2:]
+
+
+def test_every_environment_has_an_overlay_and_an_image_target() -> None:
+    assert set(ENVIRONMENT_OVERLAYS) == {"scienceworld", "alfworld"} | ({"webshop", "searchqa"} & set(KINDS))
+    targets = re.findall(r"^FROM \S+ AS (\S+)$", (ROOT / "deploy/docker/Dockerfile").read_text(), re.MULTILINE)
+    assert set(ENVIRONMENT_OVERLAYS) <= set(targets)
+
+
+@pytest.mark.parametrize("environment", ENVIRONMENT_OVERLAYS)
+def test_overlay_matches_the_server(environment: str) -> None:
+    resources = render(K8S / "overlays" / environment)
+    deployment, service, hpa = (
+        one(resources, "Deployment"),
+        one(resources, "Service"),
+        one(resources, "HorizontalPodAutoscaler"),
+    )
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    args = _parser().parse_args(["serve", *entrypoint_args(), *container["args"]])
+    assert args.env == [environment]
+    assert container["image"].startswith(f"envhub-{environment}:")
+
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports == {"grpc": args.port, "metrics": args.metrics_port}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["grpc"]["port"] == args.port
+
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["clusterIP"] == "None", "clients need every replica's address (headless)"
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert {p["targetPort"] for p in service["spec"]["ports"]} == set(ports)
+    assert one(resources, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert one(resources, "ServiceMonitor")["spec"]["endpoints"][0]["port"] in ports
+
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    [key_volume] = [v for v in pod["volumes"] if "secret" in v]
+    [item] = key_volume["secret"]["items"]
+    assert args.snapshot_key_file == f"{mounts[key_volume['name']]}/{item['path']}"
+    assert args.replica_id == "$(POD_NAME)" and container["env"][0]["name"] == "POD_NAME"
+
+    pre_stop = int(container["lifecycle"]["preStop"]["exec"]["command"][-1])
+    assert pod["terminationGracePeriodSeconds"] > pre_stop + args.drain_grace
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    [sessions] = [m for m in hpa["spec"]["metrics"] if m["type"] == "Pods"]
+    assert sessions["pods"]["metric"]["name"] == "envhub_sessions"
+    assert int(sessions["pods"]["target"]["averageValue"]) < args.max_sessions
+
+
+def test_everything_renders_with_the_dashboard_and_trainer() -> None:
+    resources = render(K8S)
+    dashboard = one(resources, "ConfigMap")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = (K8S / "base/monitoring/envhub-dashboard.json").read_text()
+    assert json.loads(dashboard["data"]["envhub-dashboard.json"]) == json.loads(shipped)
+    job = one(resources, "RayJob")
+    targets = re.search(r"env\.targets=\[\"([^\"]+)\"\]", job["spec"]["entrypoint"])
+    assert targets, job["spec"]["entrypoint"]
+    services = {
+        f"{r['metadata']['name']}.{r['metadata']['namespace']}.svc.cluster.local:{r['spec']['ports'][0]['port']}"
+        for r in resources
+        if r["kind"] == "Service"
+    }
+    assert targets.group(1) in services
+    assert {r["metadata"].get("namespace") for r in resources if r["kind"] != "Namespace"} == {"envhub"}
