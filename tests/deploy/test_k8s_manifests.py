@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -41,20 +42,22 @@ def one(resources: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found
 
 
-def entrypoint_args() -> list[str]:
-    """The `envhub serve ...` flags of the server images' ENTRYPOINT."""
-    line = next(
-        li for li in (ROOT / "deploy/docker/Dockerfile").read_text().splitlines() if li.startswith("ENTRYPOINT")
-    )
-    command: list[str] = json.loads(line.removeprefix("ENTRYPOINT"))
-    assert command[:2] == ["envhub", "serve"]
-    return command[2:]
+def entrypoint_args(environment: str) -> list[str]:
+    """The `envhub serve ...` flags of the server image's ENTRYPOINT, built for `environment`."""
+    dockerfile = (ROOT / "deploy/docker/Dockerfile").read_text().splitlines()
+    line = next(li for li in dockerfile if li.startswith("ENTRYPOINT"))
+    shell, dash_c, script, _name = json.loads(line.removeprefix("ENTRYPOINT"))
+    assert (shell, dash_c) == ("/bin/sh", "-c")
+    words = shlex.split(script)
+    assert words[:3] == ["exec", "envhub", "serve"] and words[-1] == "$@"
+    return [environment if word == "$ENVHUB_ENVIRONMENT" else word for word in words[3:-1]]
 
 
-def test_every_environment_has_an_overlay_and_an_image_target() -> None:
-    assert set(ENVIRONMENT_OVERLAYS) == {"scienceworld", "alfworld"} | ({"webshop", "searchqa"} & set(KINDS))
-    targets = re.findall(r"^FROM \S+ AS (\S+)$", (ROOT / "deploy/docker/Dockerfile").read_text(), re.MULTILINE)
-    assert set(ENVIRONMENT_OVERLAYS) <= set(targets)
+def test_every_environment_has_an_overlay_and_pinned_image_requirements() -> None:
+    assert set(ENVIRONMENT_OVERLAYS) == set(KINDS)
+    for environment in KINDS:
+        pins = (ROOT / "deploy/docker/requirements" / f"{environment}.txt").read_text().splitlines()
+        assert pins[1] == "-r server.txt" and all("==" in line for line in pins[2:]), environment
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENT_OVERLAYS)
@@ -67,7 +70,7 @@ def test_overlay_matches_the_server(environment: str) -> None:
     )
     pod = deployment["spec"]["template"]["spec"]
     [container] = pod["containers"]
-    args = _parser().parse_args(["serve", *entrypoint_args(), *container["args"]])
+    args = _parser().parse_args(["serve", *entrypoint_args(environment), *container["args"]])
     assert args.env == [environment]
     assert container["image"].startswith(f"envhub-{environment}:")
 
