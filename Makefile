@@ -12,6 +12,10 @@ $(STAMP): pyproject.toml
 	# torch first, from this machine's local CPU build: an unpinned torch would pull a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[scienceworld,alfworld,searchqa,webshop,trainer,openenv,trl,dev]'
+	# verifiers 0.4.0 pins mcp==2.0.0 and openai<3, while openenv-core 0.3.0 needs mcp>=2.3 (through fastmcp):
+	# install verifiers, then restore what openenv needs (the verifiers adapter runs with it; docs/integrations.md).
+	$(BIN)/pip install -q 'verifiers==0.4.0'
+	$(BIN)/pip install -q 'mcp==2.3.0' 'mcp-types==2.3.0' 'openai==3.57.0'
 	touch $(STAMP)
 
 setup: $(STAMP)

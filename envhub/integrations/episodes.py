@@ -123,15 +123,26 @@ class Episodes:
         return _turn(session_id, result.observation, result)
 
     def step_many(self, steps: Sequence[tuple[str, str]]) -> list[Turn]:
-        """One action for each of several episodes, sent together: `[(session_id, action), ...]` -> turns in order."""
+        """One action for each of several episodes, sent together: `[(session_id, action), ...]` -> turns in order.
+
+        Every step runs; then the first failure is raised (`step_each` returns failures in place)."""
         turns = []
-        for (session_id, _), result in zip(
-            steps, self.client.step_many(steps, admissible=self.admissible), strict=True
-        ):
-            if isinstance(result, EnvhubError):  # a pool answers each step, failed or not
-                raise result
-            turns.append(_turn(session_id, result.observation, result))
+        for outcome in self.step_each(steps):
+            if isinstance(outcome, EnvhubError):
+                raise outcome
+            turns.append(outcome)
         return turns
+
+    def step_each(self, steps: Sequence[tuple[str, str]]) -> list[Turn | EnvhubError]:
+        """`step_many` with each failed step's `EnvhubError` in its turn's place (one round per replica)."""
+        if isinstance(self.client, EnvhubPool):
+            results = self.client.step_many(steps, admissible=self.admissible)
+        else:
+            results = self.client.step_many(steps, admissible=self.admissible, return_errors=True)
+        return [
+            result if isinstance(result, EnvhubError) else _turn(session_id, result.observation, result)
+            for (session_id, _), result in zip(steps, results, strict=True)
+        ]
 
     def expert(self, session_id: str) -> list[str]:
         """The environment's expert's next actions (best first), where it has an expert."""

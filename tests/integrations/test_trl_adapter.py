@@ -14,26 +14,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
-from envhub.integrations.episodes import Turn
-from envhub.integrations.trl import EnvhubRollout, EnvhubToolEnv, envhub_reward, render_turn, task_dataset
-from trainer.models.tiny import TinySpec, make_tiny_models
+from envhub.integrations.trl import EnvhubRollout, EnvhubToolEnv, envhub_reward, task_dataset
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-
-
-def _corpus() -> list[str]:
-    rooms = ["cabinet 1", "countertop 1", "fridge 1", "sinkbasin 1", "drawer 2"]
-    turn = Turn(
-        "s", "You are in the middle of a room.", "put a clean mug in cabinet", tuple(f"go to {r}" for r in rooms)
-    )
-    return [render_turn(turn)] + [f"<action>go to {r}</action> take mug 1 from {r}" for r in rooms]
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_models(
-        tmp_path_factory.mktemp("trl-tiny"), _corpus(), student=TinySpec(32, 1), vocab_size=400
-    ).student
 
 
 def _config(out: Path) -> GRPOConfig:

@@ -1,0 +1,49 @@
+"""`StepBatcher`: many concurrent episodes' single steps coalesced into batched envhub rounds.
+
+Hosts that run each episode as its own coroutine (verifiers environments, verl agent loops)
+step one episode at a time; `await batcher.step(session_id, action)` instead parks the step,
+and every step parked before the event loop next runs the flush goes to the server in one
+`step_many` round (one SessionStream round per replica). Each caller gets its own turn, or
+its own step's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from envhub.integrations.episodes import Episodes, Turn
+
+
+class StepBatcher:
+    """Coalesces concurrent `step` calls on one event loop into `Episodes.step_each` rounds."""
+
+    def __init__(self, episodes: Episodes) -> None:
+        self.episodes = episodes
+        self._pending: list[tuple[str, str, asyncio.Future[Turn]]] = []
+        self._flush: asyncio.Task[None] | None = None
+        self.rounds = 0
+        """How many rounds were sent (a measure of the batching: steps / rounds)."""
+
+    async def step(self, session_id: str, action: str) -> Turn:
+        future: asyncio.Future[Turn] = asyncio.get_running_loop().create_future()
+        self._pending.append((session_id, action, future))
+        if self._flush is None:
+            self._flush = asyncio.create_task(self._send())
+        return await future
+
+    async def _send(self) -> None:
+        await asyncio.sleep(0)  # one loop pass: the steps of every episode that is ready join this round
+        batch, self._pending, self._flush = self._pending, [], None
+        self.rounds += 1
+        outcomes: list[Turn | BaseException]
+        try:
+            outcomes = list(await asyncio.to_thread(self.episodes.step_each, [(s, a) for s, a, _ in batch]))
+        except Exception as exc:  # the round itself failed (e.g. no connection): every step learns why
+            outcomes = [exc] * len(batch)
+        for (_, _, future), outcome in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
