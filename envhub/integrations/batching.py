@@ -1,10 +1,10 @@
 """`StepBatcher`: many concurrent episodes' single steps coalesced into batched envhub rounds.
 
 Hosts that run each episode as its own coroutine (verifiers environments, verl agent loops)
-step one episode at a time; `await batcher.step(session_id, action)` instead parks the step,
-and every step parked before the event loop next runs the flush goes to the server in one
-`step_many` round (one SessionStream round per replica). Each caller gets its own turn, or
-its own step's error.
+step one episode at a time; `await batcher.step(session_id, action)` instead parks the step.
+One round is in flight at a time: the steps parked in the same event-loop pass go together,
+and every step parked while a round is in flight goes in the next one, as one `step_many`
+(one SessionStream round per replica). Each caller gets its own turn, or its own step's error.
 """
 
 from __future__ import annotations
@@ -20,20 +20,28 @@ class StepBatcher:
     def __init__(self, episodes: Episodes) -> None:
         self.episodes = episodes
         self._pending: list[tuple[str, str, asyncio.Future[Turn]]] = []
-        self._flush: asyncio.Task[None] | None = None
+        self._sender: asyncio.Task[None] | None = None
         self.rounds = 0
         """How many rounds were sent (a measure of the batching: steps / rounds)."""
 
     async def step(self, session_id: str, action: str) -> Turn:
         future: asyncio.Future[Turn] = asyncio.get_running_loop().create_future()
         self._pending.append((session_id, action, future))
-        if self._flush is None:
-            self._flush = asyncio.create_task(self._send())
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send())
         return await future
 
     async def _send(self) -> None:
-        await asyncio.sleep(0)  # one loop pass: the steps of every episode that is ready join this round
-        batch, self._pending, self._flush = self._pending, [], None
+        try:
+            await asyncio.sleep(0)  # one loop pass: every episode that is ready joins the first round
+            while self._pending:
+                batch, self._pending = self._pending, []
+                await self._round(batch)
+                await asyncio.sleep(0)  # the episodes just answered park their next steps
+        finally:
+            self._sender = None
+
+    async def _round(self, batch: list[tuple[str, str, asyncio.Future[Turn]]]) -> None:
         self.rounds += 1
         outcomes: list[Turn | BaseException]
         try:

@@ -87,5 +87,3 @@ def test_env_plays_envhub_episodes_resolved_by_plugin_id(alfworld_target: str) -
     assert won.trace.rewards["envhub_reward"].score == 1.0 and won.trace.info["won"] is True
     assert lost.trace.rewards["envhub_reward"].score == 0.0 and lost.trace.info["won"] is False
     assert "Task:" in won.seen[0] and len(won.seen) == len(plans[0])
-    # the two episodes' concurrent steps shared envhub rounds
-    assert env._batcher is not None and env._batcher.rounds < len(plans[0]) + 3
