@@ -46,6 +46,7 @@ PROFILES: dict[str, Profile] = {
         "boil/0", ("look around", "inventory", "open door to kitchen", "look around", "close door to kitchen")
     ),
     "alfworld": Profile("valid_seen/00000", ("look", "inventory", "examine the moon", "look")),
+    "searchqa": Profile("nq/test/00000", ("<search>capital of France</search>", "no action", "<search>Euro</search>")),
 }
 
 

@@ -84,7 +84,7 @@ class PromptRenderer:
 
     def _history(self, shown: Sequence[PastStep], first_index: int) -> str:
         if self.env_name == "searchqa":
-            return "".join(f"\n{step.action}\n<information>{step.observation.strip()}</information>" for step in shown)
+            return "".join(f"\n{step.action}\n{_information(step.observation)}" for step in shown)
         if self.style == "compact":
             return "".join(f" Previous action: {step.action}." for step in shown[-1:])
         lines = []
@@ -92,3 +92,9 @@ class PromptRenderer:
             i = first_index + offset
             lines.append(f"\n[Observation {i}: '{step.observation.strip()}', Action {i}: '{step.action}']")
         return "".join(lines)
+
+
+def _information(observation: str) -> str:
+    """A Search-QA observation inside `<information>` tags (the server already wraps search results)."""
+    text = observation.strip()
+    return text if text.startswith("<information>") else f"<information>{text}</information>"

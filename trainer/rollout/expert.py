@@ -55,8 +55,8 @@ def collect_expert(
 
 
 def action_text(action: str) -> str:
-    """The response an agent should give for `action` (what SFT targets)."""
-    return f"<action>{action}</action>"
+    """The response an agent should give for `action` (what SFT targets); Search-QA actions are already tagged."""
+    return action if action.startswith(("<search>", "<answer>")) else f"<action>{action}</action>"
 
 
 def expert_texts(episodes: Sequence[ExpertEpisode], renderers: Sequence[PromptRenderer]) -> list[str]:

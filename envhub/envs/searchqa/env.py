@@ -112,7 +112,7 @@ class SearchQAEnv(Environment):
         return StepResult(observation, self._score, terminated=True, won=won)
 
     def admissible_actions(self) -> list[str]:
-        """Free text: the two action forms, as templates."""
+        """The two action forms, as templates (the actions themselves are free text)."""
         self._live()
         return ["<search> query </search>", "<answer> text </answer>"]
 

@@ -49,7 +49,7 @@ class SearchQAKind(EnvironmentKind):
         "Search-QA (Search-R1 protocol): <search> query </search> returns passages in <information>, "
         "<answer> text </answer> ends the episode; exact-match reward; 4 turns"
     )
-    capabilities = Capabilities(native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=False)
+    capabilities = Capabilities(native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True)
     default_max_steps = 4
     options: Mapping[str, str] = {
         "topk": f"passages returned per search, 1 to {MAX_TOPK} (default {DEFAULT_TOPK}, as in Search-R1)",

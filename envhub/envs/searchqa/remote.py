@@ -4,8 +4,9 @@
     -> {"result": [[{"document": {"id": ..., "contents": ...}, "score": ...}, ...], ...]}
 
 (`return_scores: false` gives the documents alone.) `RemoteRetriever` retries failed calls
-with a back-off and then raises UNAVAILABLE (reason RETRIEVER_UNAVAILABLE), which the session
-layer passes to the client without ending the session. `serve_retriever` answers the same API
+with a back-off and then raises UNAVAILABLE (reason RETRIEVER_UNAVAILABLE); a request the server
+refuses (HTTP 4xx) is INVALID_ARGUMENT (RETRIEVER_REFUSED) at once. The session layer passes
+either to the client without ending the session. `serve_retriever` answers the same API
 over any `Retriever` with the standard library's threading HTTP server.
 """
 
@@ -38,6 +39,14 @@ class RemoteRetriever:
         self.backoff_s = backoff_s
 
     def search(self, queries: Sequence[str], topk: int) -> list[list[Hit]]:
+        """Search in calls of at most `MAX_QUERIES` queries."""
+        return [
+            hits
+            for start in range(0, len(queries), MAX_QUERIES)
+            for hits in self._call(queries[start : start + MAX_QUERIES], topk)
+        ]
+
+    def _call(self, queries: Sequence[str], topk: int) -> list[list[Hit]]:
         body = json.dumps({"queries": list(queries), "topk": topk, "return_scores": True}).encode()
         payload = self._post(body)
         try:
@@ -65,8 +74,10 @@ class RemoteRetriever:
                     return json.loads(response.read())
             except urllib.error.HTTPError as exc:
                 last = f"HTTP {exc.code}: {exc.read()[:200].decode(errors='replace')}"
-                if exc.code < 500:
-                    break  # our request is wrong: retrying will not help
+                if exc.code < 500:  # the request is wrong: retrying will not help
+                    raise errors.invalid_argument(
+                        f"the retriever at {self.url} refused the search: {last}", "RETRIEVER_REFUSED", url=self.url
+                    ) from exc
             except (OSError, ValueError) as exc:  # refused, timed out, reset, not JSON
                 last = repr(exc)
         raise errors.unavailable(

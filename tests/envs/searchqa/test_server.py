@@ -85,6 +85,11 @@ def test_remote_retriever_gives_the_embedded_results(data_dir: Path, kind: Searc
                 urllib.request.urlopen(urllib.request.Request(server.url + "/retrieve", data=bad))
             assert caught.value.code == 400
         assert remote.search(["Warsaw"], 1)  # the server survives bad requests
+        many = (queries * 600)[:600]  # more than one call holds: sent in two
+        assert remote.search(many, 1) == embedded.search(many, 1)
+        with pytest.raises(EnvhubError) as refused:
+            remote.search(["Warsaw"], 0)
+        assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT and refused.value.reason == "RETRIEVER_REFUSED"
 
 
 def test_retriever_down_is_unavailable_and_the_session_survives(data_dir: Path, kind: SearchQAKind) -> None:
