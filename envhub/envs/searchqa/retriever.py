@@ -89,11 +89,15 @@ class Bm25Retriever:
         ids = self._model.get_tokens_ids(tokenize(query)[:MAX_QUERY_TOKENS])
         if not ids or topk <= 0:
             return []
-        scores = self._model.get_scores_from_ids(ids)
-        count = min(topk, len(scores))
-        best = np.argpartition(-scores, count - 1)[:count]
-        ranked = sorted(best.tolist(), key=lambda row: (-float(scores[row]), row))
-        return [(row, float(scores[row])) for row in ranked if scores[row] > 0]
+        scores = self._model.get_scores_from_ids(ids)  # a fresh array: ours to change
+        ranked: list[tuple[int, float]] = []
+        for _ in range(min(topk, len(scores))):  # k argmax passes beat a partition for small k (and keep ties by row)
+            row = int(scores.argmax())
+            if scores[row] <= 0:
+                break
+            ranked.append((row, float(scores[row])))
+            scores[row] = -np.inf
+        return ranked
 
     def search(self, queries: Sequence[str], topk: int) -> list[list[Hit]]:
         results = []
