@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/envhub-scienceworld:test"
 ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "deploy/docker/containers.conf")}
 
+PORTS = ("-p", "127.0.0.1::50051", "-p", "127.0.0.1::9090")
+"""gRPC and /metrics on loopback ports that podman picks."""
+
 pytestmark = pytest.mark.slow
 
 
@@ -51,9 +54,9 @@ def image() -> str:
 
 @pytest.fixture
 def container(image: str) -> Iterator[tuple[str, str, str]]:
-    """A running container: (name, gRPC host:port, metrics URL) on loopback ports picked by podman."""
+    """A running container (read-only root and a /tmp, as on Kubernetes): (name, gRPC target, metrics URL)."""
     podman, name = tool("podman"), f"envhub-test-{uuid.uuid4().hex[:8]}"
-    run(podman, "run", "--detach", "--name", name, "-p", "127.0.0.1::50051", "-p", "127.0.0.1::9090", image)
+    run(podman, "run", "--detach", "--name", name, "--read-only", "--tmpfs", "/tmp", *PORTS, image)
     try:
         ports = dict(line.split(" -> ") for line in run(podman, "port", name).splitlines())
         grpc_port = ports["50051/tcp"].rsplit(":", 1)[1]
