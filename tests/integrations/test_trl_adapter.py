@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +20,21 @@ from envhub.integrations.trl import EnvhubRollout, EnvhubToolEnv, envhub_reward,
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
-def _config(out: Path) -> GRPOConfig:
-    return GRPOConfig(
-        output_dir=str(out),
-        max_steps=2,
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_completion_length=256,
-        learning_rate=1e-2,
-        use_cpu=True,
-        report_to=[],
-        logging_steps=1,
-        save_strategy="no",
-        seed=0,
-    )
+def _config(out: Path, **settings: Any) -> GRPOConfig:
+    values: dict[str, Any] = {
+        "output_dir": str(out),
+        "max_steps": 2,
+        "per_device_train_batch_size": 4,
+        "num_generations": 2,
+        "max_completion_length": 256,
+        "learning_rate": 1e-2,
+        "use_cpu": True,
+        "report_to": [],
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "seed": 0,
+    }
+    return GRPOConfig(**{**values, **settings})
 
 
 def _length_reward(completions: list[str], **kwargs: Any) -> list[float]:
@@ -71,6 +73,27 @@ def test_grpo_trainer_runs_two_steps_on_envhub_episodes(alfworld_target: str, ti
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     logged = [entry for entry in trainer.state.log_history if "rewards/envhub_reward/mean" in entry]
     assert len(logged) == 2
+
+
+@pytest.mark.slow
+def test_grpo_trainer_accepts_the_tool_env(alfworld_target: str, tiny: Path, tmp_path: Path) -> None:
+    """TRL's environment mode: the trainer probes the class, renders `act` as a tool, resets on the rows."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    tokenizer.chat_template = (resources.files("trl") / "chat_templates" / "qwen3.jinja").read_text()
+    dataset = task_dataset(alfworld_target, "alfworld", limit=2).map(
+        lambda row: {"prompt": [{"role": "user", "content": "Solve the task."}]}
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny),
+        args=_config(tmp_path, max_completion_length=16, max_tool_calling_iterations=1),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        environment_factory=EnvhubToolEnv.factory(alfworld_target, "alfworld"),
+    )
+    assert [tool.__name__ for tool in trainer.tools] == ["act"]
+    trainer.train()
+    assert trainer.state.global_step == 2
+    assert any("rewards/EnvhubToolEnv/mean" in entry for entry in trainer.state.log_history)
 
 
 def test_tool_env_plays_an_episode_as_trl_calls_it(alfworld_target: str) -> None:
