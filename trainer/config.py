@@ -69,7 +69,10 @@ class EnvConfig(_Section):
     )
     max_tasks: int = Field(0, ge=0, description="Use only the first N training tasks (0: all).")
     max_turns: int = Field(50, ge=1, description="Turn limit per episode (ATOD: 50 on ALFWorld).")
-    options: dict[str, str] = Field(default_factory=dict, description="Environment options at session creation.")
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Options of every new session (CreateSession options, e.g. a ScienceWorld simplification).",
+    )
     step_timeout_s: float = Field(30.0, gt=0, description="Deadline of one Step call.")
     step_retries: int = Field(1, ge=0, description="Retries of a failed step from the turn's snapshot before dropping.")
 
@@ -87,7 +90,12 @@ class PromptConfig(_Section):
     )
     history_length: int = Field(2, ge=0, description="Recent (observation, action) pairs shown in history mode.")
     show_admissible: bool = Field(True, description="Ask the server for admissible actions and list them.")
-    max_prompt_tokens: int = Field(1024, ge=16, description="Prompts longer than this are cut from the left.")
+    max_prompt_tokens: int = Field(
+        1024,
+        ge=16,
+        description="History-mode prompt budget: fewer history steps are shown until it fits; the task and "
+        "instructions are never cut (last resort: the middle). `full` mode is never cut (bound it with max_turns).",
+    )
 
 
 class RolloutConfig(_Section):
@@ -104,6 +112,12 @@ class RolloutConfig(_Section):
     temperature: float = Field(1.0, gt=0, description="Sampling temperature during training.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling.")
     max_new_tokens: int = Field(256, ge=1, description="Response length cap per turn.")
+    truncation: Literal["invalid", "mask"] = Field(
+        "invalid",
+        description="A response cut at max_new_tokens (finish reason `length`): `invalid` (default, as in "
+        "verl-agent/ATOD: an invalid action, nothing is sent, trained like any turn) or `mask` (sent if it "
+        "parses, excluded from the loss, DAPO's overlong filtering).",
+    )
     top_logprobs: int = Field(0, ge=0, le=20, description="Record the top-k log-probs per token (BranchOPD: 20).")
     snapshots: bool = Field(False, description="Record a snapshot handle at each turn start (one extra call).")
     concurrency: int = Field(16, ge=1, description="Concurrent Step calls per rollout worker.")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from trainer.backends.base import SamplingSettings
 from trainer.backends.hf import HFBackend
 
 Example = tuple[list[int], list[int]]
@@ -110,6 +111,8 @@ def evaluate_exact_match(
         model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id, batch_size=batch_size
     )
     longest = max(len(response) for _, response in examples)
-    generations = backend.generate([list(p) for p, _ in examples], max_new_tokens=longest, temperature=0.0)
+    generations = backend.generate(
+        [list(p) for p, _ in examples], SamplingSettings(max_new_tokens=longest, temperature=0.0)
+    )
     hits = sum(gen.token_ids == list(target) for gen, (_, target) in zip(generations, examples, strict=True))
     return hits / len(examples)

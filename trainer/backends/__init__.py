@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainer.backends.base import Generation, GenerationBackend, ScoringBackend
+from trainer.backends.base import Generation, GenerationBackend, SamplingSettings, ScoringBackend
 from trainer.backends.hf import HFBackend
 from trainer.backends.vllm import VLLMBackend
 
@@ -21,4 +21,13 @@ def make_backend(name: str, model_path: str | Path, **kwargs: Any) -> HFBackend 
     raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
 
 
-__all__ = ["BACKENDS", "Generation", "GenerationBackend", "HFBackend", "ScoringBackend", "VLLMBackend", "make_backend"]
+__all__ = [
+    "BACKENDS",
+    "Generation",
+    "GenerationBackend",
+    "HFBackend",
+    "SamplingSettings",
+    "ScoringBackend",
+    "VLLMBackend",
+    "make_backend",
+]

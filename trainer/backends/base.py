@@ -11,6 +11,24 @@ from torch import Tensor
 FinishReason = Literal["stop", "length"]
 
 
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How to sample one `generate` call."""
+
+    max_new_tokens: int = 64
+    """Response length cap; a response that reaches it finishes with reason "length"."""
+    temperature: float = 1.0
+    """0 is greedy."""
+    top_p: float = 1.0
+    """Nucleus sampling (1 disables it)."""
+    top_k: int = 0
+    """Top-k sampling (0 disables it)."""
+    top_logprobs: int = 0
+    """Record this many most likely (token, log-prob) pairs per response token."""
+    seed: int | None = None
+    """Makes the call reproducible; None draws a fresh seed."""
+
+
 @dataclass
 class Generation:
     """One sampled response."""
@@ -29,18 +47,9 @@ class Generation:
 class GenerationBackend(Protocol):
     """Samples responses for a batch of tokenised prompts and accepts new weights from the learner."""
 
-    def generate(
-        self,
-        prompts: list[list[int]],
-        *,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        top_logprobs: int = 0,
-        seed: int | None = None,
-    ) -> list[Generation]:
-        """One Generation per prompt; temperature 0 is greedy; a given seed makes the call reproducible."""
+    def generate(self, prompts: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
+        """One Generation per prompt, sampled as `sampling` says (temperature 0 is greedy; a seed makes
+        the call reproducible)."""
         ...
 
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:

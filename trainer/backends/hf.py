@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from trainer.backends.base import FinishReason, Generation
+from trainer.backends.base import FinishReason, Generation, SamplingSettings
 from trainer.backends.sampling import sample_next
 from trainer.models.loading import load_model, load_tokenizer
 
@@ -109,38 +109,21 @@ class HFBackend:
         )
 
     @torch.inference_mode()
-    def generate(
-        self,
-        prompts: list[list[int]],
-        *,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        top_logprobs: int = 0,
-        seed: int | None = None,
-    ) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
         """Sample a response per prompt (see `GenerationBackend.generate`), `batch_size` prompts at a time."""
         if any(not prompt for prompt in prompts):
             raise ValueError("every prompt needs at least one token")
         generator = torch.Generator(device=self.device)
-        generator.manual_seed(secrets.randbits(63) if seed is None else seed)
+        generator.manual_seed(secrets.randbits(63) if sampling.seed is None else sampling.seed)
         results: list[Generation] = []
         for start in range(0, len(prompts), self.batch_size):
-            chunk = prompts[start : start + self.batch_size]
-            results += self._generate_batch(chunk, max_new_tokens, temperature, top_p, top_k, top_logprobs, generator)
+            results += self._generate_batch(prompts[start : start + self.batch_size], sampling, generator)
         return results
 
     def _generate_batch(
-        self,
-        prompts: list[list[int]],
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        top_k: int,
-        top_logprobs: int,
-        generator: torch.Generator,
+        self, prompts: list[list[int]], sampling: SamplingSettings, generator: torch.Generator
     ) -> list[Generation]:
+        top_logprobs = sampling.top_logprobs
         ids, mask, positions = left_pad(prompts, self.pad_token_id, self.device)
         n = len(prompts)
         tokens: list[list[int]] = [[] for _ in range(n)]
@@ -150,7 +133,7 @@ class HFBackend:
         active = list(range(n))
         cache = DynamicCache()
         step_ids, step_positions = ids, positions
-        for _ in range(max_new_tokens):
+        for _ in range(sampling.max_new_tokens):
             out = self.model(
                 input_ids=step_ids,
                 attention_mask=mask,
@@ -160,7 +143,13 @@ class HFBackend:
             )
             logits = out.logits[:, -1, :].float()
             logp = torch.log_softmax(logits, dim=-1)
-            chosen = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+            chosen = sample_next(
+                logits,
+                temperature=sampling.temperature,
+                top_k=sampling.top_k,
+                top_p=sampling.top_p,
+                generator=generator,
+            )
             chosen_logp = logp.gather(-1, chosen[:, None]).squeeze(-1)
             top = torch.topk(logp, min(top_logprobs, logp.shape[-1]), dim=-1) if top_logprobs else None
             chosen_list, chosen_logp_list = chosen.tolist(), chosen_logp.tolist()

@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import Tensor
 
-from trainer.backends.base import FinishReason, Generation
+from trainer.backends.base import FinishReason, Generation, SamplingSettings
 
 _WORKER_EXTENSION = "trainer.backends.vllm_worker.WeightSyncExtension"
 
@@ -62,26 +62,18 @@ class VLLMBackend:
     def _prompts(self, rows: Sequence[Sequence[int]]) -> list[Any]:
         return [self._vllm.TokensPrompt(prompt_token_ids=list(row)) for row in rows]
 
-    def generate(
-        self,
-        prompts: list[list[int]],
-        *,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        top_logprobs: int = 0,
-        seed: int | None = None,
-    ) -> list[Generation]:
-        """Sample one response per prompt; each prompt gets its own seed drawn from `seed`."""
+    def generate(self, prompts: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
+        """Sample one response per prompt; each prompt gets its own seed drawn from `sampling.seed`."""
+        seed = sampling.seed
         seeds = random.Random(seed).sample(range(2**31), len(prompts)) if seed is not None else [None] * len(prompts)
+        top_logprobs = sampling.top_logprobs
         params = [
             self._vllm.SamplingParams(
                 n=1,
-                temperature=temperature,
-                top_p=top_p,
-                top_k=top_k,
-                max_tokens=max_new_tokens,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k,
+                max_tokens=sampling.max_new_tokens,
                 logprobs=top_logprobs,
                 seed=prompt_seed,
                 stop=self.stop,

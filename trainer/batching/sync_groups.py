@@ -3,8 +3,9 @@
 `history` context: one row per student turn (its rendered prompt + response). `full` context:
 one row per trajectory, the last turn's prompt (which contains every earlier turn) plus its
 response, with each turn's response tokens supervised at their own positions.
-Dropped trajectories and teacher turns never become rows; a trajectory whose every turn is
-dropped is left out (it has no outcome).
+Dropped trajectories never become rows; teacher turns and masked turns (`Turn.masked`: a truncated
+response under `rollout.truncation: mask`) are never supervised, and in `history` mode get no row.
+A trajectory whose turns are all masked keeps its outcome in its group's GRPO statistics.
 """
 
 from __future__ import annotations
@@ -45,9 +46,13 @@ class SyncGroups:
                 rows.extend(
                     (turn.prompt_ids + turn.response_ids, [_Span(len(turn.prompt_ids), turn)], index)
                     for turn in student
+                    if turn.supervised
                 )
-            else:
-                rows.append((*_full_row(student), index))
+            elif any(turn.supervised for turn in student):
+                ids, spans = _full_row(student)
+                rows.append((ids, [span for span in spans if span.turn.supervised], index))
+        if not rows:
+            raise ValueError("no supervised turn to train on (every student turn was masked)")
         with_teacher = all(span.turn.logp_teacher is not None for _, spans, _ in rows for span in spans)
         return self._tensors(rows, kept, with_teacher)
 

@@ -54,8 +54,12 @@ class PromptRenderer:
         self.history_length = history_length
         self.show_admissible = show_admissible
 
-    def render(self, state: PromptState) -> str:
-        """The user message of the turn at `state` (the follow-up message in `full` mode after turn 0)."""
+    def render(self, state: PromptState, history: int | None = None) -> str:
+        """The user message of the turn at `state` (the follow-up message in `full` mode after turn 0).
+
+        `history` shows at most that many recent steps (fewer than `history_length` when the prompt
+        must shrink); step numbers still count every earlier turn.
+        """
         step = len(state.past)
         admissible = self._admissible(state.admissible)
         if self.context == "full" and step > 0:
@@ -63,7 +67,8 @@ class PromptRenderer:
             return follow_up.format(
                 current_step=step + 1, current_observation=state.observation, admissible_actions=admissible
             )
-        shown = list(state.past)[-self.history_length :] if self.context == "history" and self.history_length else []
+        length = self.history_length if history is None else min(history, self.history_length)
+        shown = list(state.past)[-length:] if self.context == "history" and length else []
         template = COMPACT if self.style == "compact" else ATOD_TEMPLATES[self.env_name]
         return template.format(
             task_description=state.task_description.strip().rstrip("."),

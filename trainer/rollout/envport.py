@@ -6,7 +6,7 @@ Rollout strategies talk to `EnvPort`, not to gRPC, so a strategy reads like the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,15 +40,22 @@ class EnvPort(Protocol):
 
 
 class ClientEnvPort:
-    """`EnvPort` over `envhub.client.EnvhubClient` for one environment kind."""
+    """`EnvPort` over `envhub.client.EnvhubClient` for one environment kind; `options` go to every new
+    session (`env.options`, e.g. a ScienceWorld simplification)."""
 
-    def __init__(self, client: Any, environment: str) -> None:
+    def __init__(self, client: Any, environment: str, options: Mapping[str, str] | None = None) -> None:
         self.client = client
         self.environment = environment
+        self.options = dict(options or {})
 
     def create(self, task_id: str, *, seed: int, max_steps: int, admissible: bool) -> EnvView:
         start = self.client.create_session(
-            self.environment, task_id=task_id, seed=seed, max_steps=max_steps, admissible=admissible
+            self.environment,
+            task_id=task_id,
+            seed=seed,
+            max_steps=max_steps,
+            admissible=admissible,
+            options=self.options,
         )
         return _view(start.session_id, start.observation)
 

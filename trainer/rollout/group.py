@@ -8,16 +8,18 @@ otherwise the trajectory is dropped with a counted reason; the other sessions ca
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import grpc
 
 from envhub.core.errors import EnvhubError
+from trainer.backends.base import Generation, GenerationBackend, SamplingSettings
 from trainer.prompts import INVALID_ACTION_OBSERVATION, PastStep, PromptRenderer, PromptState, encode_user_turn
 from trainer.prompts.parse import parse_action
 from trainer.rollout.envport import EnvPort, EnvView
@@ -27,15 +29,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class SamplingSettings:
-    """Generation settings of one rollout call."""
-
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_logprobs: int = 0
-    seed: int | None = None
+TruncationPolicy = Literal["invalid", "mask"]
+TRUNCATION_POLICIES: tuple[str, ...] = ("invalid", "mask")
+PROMPT_TAIL_SHARE = 3
+"""When even a history-free prompt is too long, its middle is cut: the last 1/3 of the budget keeps
+the template's closing instructions and the assistant header, the rest keeps its head."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +48,9 @@ class RolloutSettings:
     step_retries: int = 1
     concurrency: int = 16
     max_prompt_tokens: int = 1024
+    truncation: TruncationPolicy = "invalid"
+    """What a response cut at `max_new_tokens` becomes: `invalid` (an invalid action: nothing is sent,
+    the turn is trained like any other) or `mask` (parsed as usual, but excluded from the loss)."""
 
 
 @dataclass
@@ -58,6 +59,10 @@ class RolloutStats:
 
     turns: int = 0
     invalid_turns: int = 0
+    truncated_turns: int = 0
+    """Responses cut at `max_new_tokens` (finish reason "length")."""
+    trimmed_prompts: int = 0
+    """Prompts over `max_prompt_tokens` that lost history steps (or, as a last resort, their middle)."""
     generated_tokens: int = 0
     retries: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
@@ -70,6 +75,8 @@ class RolloutStats:
         out = {
             "rollout/turns": float(self.turns),
             "rollout/invalid_turn_ratio": self.invalid_turns / max(self.turns, 1),
+            "rollout/truncated_turn_ratio": self.truncated_turns / max(self.turns, 1),
+            "rollout/trimmed_prompt_ratio": self.trimmed_prompts / max(self.turns, 1),
             "rollout/generated_tokens": float(self.generated_tokens),
             "rollout/retries": float(self.retries),
             "rollout/dropped": float(sum(self.dropped.values())),
@@ -103,7 +110,7 @@ class GroupRollout:
     def __init__(
         self,
         port: EnvPort,
-        backend: Any,
+        backend: GenerationBackend,
         tokenizer: Any,
         renderer: PromptRenderer,
         settings: RolloutSettings,
@@ -146,19 +153,12 @@ class GroupRollout:
             snapshots = self._map(lambda e: self.port.snapshot(e.view.session_id), active)
             for episode, snapshot in zip(active, snapshots, strict=True):
                 episode.snapshot = snapshot
-        prompts = [self._prompt_ids(e) for e in active]
+        prompts = [self._prompt_ids(e, stats) for e in active]
         t0 = time.perf_counter()
-        generations = self.backend.generate(
-            prompts,
-            max_new_tokens=sampling.max_new_tokens,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            top_logprobs=sampling.top_logprobs,
-            seed=seed,
-        )
+        generations = self.backend.generate(prompts, dataclasses.replace(sampling, seed=seed))
         stats.generate_s += time.perf_counter() - t0
         texts = [self.tokenizer.decode(g.token_ids, skip_special_tokens=True) for g in generations]
-        actions = [parse_action(text, self.renderer.env_name) for text in texts]
+        actions = [self._action(g, t) for g, t in zip(generations, texts, strict=True)]
         t0 = time.perf_counter()
         outcomes = self._map(lambda pair: self._step(*pair, stats), list(zip(active, actions, strict=True)))
         stats.step_s += time.perf_counter() - t0
@@ -167,6 +167,7 @@ class GroupRollout:
         ):
             stats.turns += 1
             stats.invalid_turns += action is None
+            stats.truncated_turns += generation.finish_reason == "length"
             stats.generated_tokens += len(generation.token_ids)
             if isinstance(outcome, str):
                 episode.trajectory.dropped = outcome
@@ -174,8 +175,14 @@ class GroupRollout:
                 continue
             self._record(episode, prompt, generation, text, action, outcome)
 
+    def _action(self, generation: Generation, text: str) -> str | None:
+        """The parsed action, or None (invalid): unparsable, or cut at `max_new_tokens` under `invalid`."""
+        if generation.finish_reason == "length" and self.settings.truncation == "invalid":
+            return None
+        return parse_action(text, self.renderer.env_name)
+
     def _record(
-        self, episode: _Episode, prompt: list[int], generation: Any, text: str, action: str | None, view: EnvView
+        self, episode: _Episode, prompt: list[int], generation: Generation, text: str, action: str | None, view: EnvView
     ) -> None:
         trajectory = episode.trajectory
         limit = len(trajectory.turns) + 1 >= self.settings.max_turns
@@ -193,6 +200,8 @@ class GroupRollout:
                 admissible=list(episode.view.admissible),
                 snapshot=episode.snapshot,
                 top_logprobs=generation.top_logprobs,
+                finish_reason=generation.finish_reason,
+                masked=generation.finish_reason == "length" and self.settings.truncation == "mask",
             )
         )
         trajectory.won = trajectory.won or view.won
@@ -201,17 +210,28 @@ class GroupRollout:
             episode.context = prompt + list(generation.token_ids)
         episode.view = view
 
-    def _prompt_ids(self, episode: _Episode) -> list[int]:
+    def _prompt_ids(self, episode: _Episode, stats: RolloutStats) -> list[int]:
+        """The turn's prompt. `full` mode: the whole context so far (never cut: `env.max_turns` bounds
+        it). `history` mode: within `max_prompt_tokens` by showing fewer history steps; the task and
+        instructions are never cut (the last resort cuts the middle: observation, admissible list)."""
         state = PromptState(
             task_description=episode.task_description,
             observation=episode.view.text,
             admissible=episode.view.admissible,
             past=episode.past,
         )
-        message = encode_user_turn(self.tokenizer, self.renderer.render(state))
-        ids = episode.context + message if self.renderer.context == "full" else message
+        if self.renderer.context == "full":
+            return episode.context + encode_user_turn(self.tokenizer, self.renderer.render(state))
         limit = self.settings.max_prompt_tokens
-        return ids[-limit:] if self.renderer.context == "history" else ids
+        shown = min(len(episode.past), self.renderer.history_length)
+        for history in range(shown, -1, -1):
+            ids = encode_user_turn(self.tokenizer, self.renderer.render(state, history=history))
+            if len(ids) <= limit:
+                stats.trimmed_prompts += history < shown
+                return ids
+        stats.trimmed_prompts += 1
+        tail = limit // PROMPT_TAIL_SHARE
+        return ids[: limit - tail] + ids[len(ids) - tail :]
 
     def _step(self, episode: _Episode, action: str | None, stats: RolloutStats) -> EnvView | str:
         """The new view, or the reason the trajectory is dropped."""

@@ -36,7 +36,7 @@ def make_env_port(config: TrainerConfig, target: str) -> EnvPort:
     """An `EnvPort` over an envhub client connected to `target` ("host:port")."""
     from envhub.client import EnvhubClient
 
-    return ClientEnvPort(EnvhubClient(target), config.env.name)
+    return ClientEnvPort(EnvhubClient(target), config.env.name, config.env.options)
 
 
 def make_renderer(config: TrainerConfig) -> PromptRenderer:
@@ -61,4 +61,5 @@ def rollout_settings(config: TrainerConfig) -> RolloutSettings:
         step_retries=config.env.step_retries,
         concurrency=config.rollout.concurrency,
         max_prompt_tokens=config.prompt.max_prompt_tokens,
+        truncation=config.rollout.truncation,
     )

@@ -10,6 +10,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.backends import Generation, GenerationBackend, HFBackend, ScoringBackend, make_backend
+from trainer.backends.base import SamplingSettings
 from trainer.models import make_tiny_model
 
 
@@ -30,7 +31,9 @@ def test_backend_satisfies_both_protocols(backend: HFBackend) -> None:
 def test_generation_logprobs_equal_teacher_forced(
     backend: HFBackend, model: PreTrainedModel, prompts: list[list[int]], temperature: float, top_p: float, top_k: int
 ) -> None:
-    gens = backend.generate(prompts, max_new_tokens=12, temperature=temperature, top_p=top_p, top_k=top_k, seed=7)
+    gens = backend.generate(
+        prompts, SamplingSettings(max_new_tokens=12, temperature=temperature, top_p=top_p, top_k=top_k, seed=7)
+    )
     for prompt, gen in zip(prompts, gens, strict=True):
         assert len(gen.token_ids) == len(gen.logprobs) > 0
         expected = _teacher_forced(model, prompt, gen.token_ids)
@@ -47,21 +50,21 @@ def test_score_equals_manual_forward(backend: HFBackend, model: PreTrainedModel,
 
 
 def test_seeded_sampling_is_reproducible(backend: HFBackend, prompts: list[list[int]]) -> None:
-    first = backend.generate(prompts, max_new_tokens=10, temperature=1.0, seed=123)
-    again = backend.generate(prompts, max_new_tokens=10, temperature=1.0, seed=123)
-    other = backend.generate(prompts, max_new_tokens=10, temperature=1.0, seed=124)
+    first = backend.generate(prompts, SamplingSettings(max_new_tokens=10, temperature=1.0, seed=123))
+    again = backend.generate(prompts, SamplingSettings(max_new_tokens=10, temperature=1.0, seed=123))
+    other = backend.generate(prompts, SamplingSettings(max_new_tokens=10, temperature=1.0, seed=124))
     assert [g.token_ids for g in first] == [g.token_ids for g in again]
     assert [g.token_ids for g in first] != [g.token_ids for g in other]
 
 
 def test_identical_prompts_in_one_batch_get_different_samples(backend: HFBackend, prompts: list[list[int]]) -> None:
-    gens = backend.generate([prompts[0]] * 4, max_new_tokens=10, temperature=1.0, seed=5)
+    gens = backend.generate([prompts[0]] * 4, SamplingSettings(max_new_tokens=10, temperature=1.0, seed=5))
     assert len({tuple(g.token_ids) for g in gens}) > 1
 
 
 def test_top_logprobs_sorted_and_contain_sampled_token(backend: HFBackend, prompts: list[list[int]]) -> None:
     k = 20
-    gens = backend.generate(prompts, max_new_tokens=10, temperature=1.0, top_logprobs=k, seed=3)
+    gens = backend.generate(prompts, SamplingSettings(max_new_tokens=10, temperature=1.0, top_logprobs=k, seed=3))
     in_top = 0
     for gen in gens:
         assert gen.top_logprobs is not None and len(gen.top_logprobs) == len(gen.token_ids)
@@ -76,12 +79,14 @@ def test_top_logprobs_sorted_and_contain_sampled_token(backend: HFBackend, promp
             elif logprob < values[-1]:
                 assert token not in ids
     assert in_top > 0
-    assert backend.generate(prompts, max_new_tokens=2, temperature=1.0, seed=3)[0].top_logprobs is None
+    assert (
+        backend.generate(prompts, SamplingSettings(max_new_tokens=2, temperature=1.0, seed=3))[0].top_logprobs is None
+    )
 
 
 def test_greedy_at_temperature_zero(backend: HFBackend, prompts: list[list[int]]) -> None:
-    a = backend.generate(prompts, max_new_tokens=8, temperature=0.0, top_logprobs=1, seed=1)
-    b = backend.generate(prompts, max_new_tokens=8, temperature=0.0, seed=2)
+    a = backend.generate(prompts, SamplingSettings(max_new_tokens=8, temperature=0.0, top_logprobs=1, seed=1))
+    b = backend.generate(prompts, SamplingSettings(max_new_tokens=8, temperature=0.0, seed=2))
     assert [g.token_ids for g in a] == [g.token_ids for g in b]
     for gen in a:
         assert gen.top_logprobs is not None
@@ -89,7 +94,7 @@ def test_greedy_at_temperature_zero(backend: HFBackend, prompts: list[list[int]]
 
 
 def test_max_new_tokens_is_respected(backend: HFBackend, prompts: list[list[int]]) -> None:
-    for gen in backend.generate(prompts, max_new_tokens=5, temperature=1.0, seed=0):
+    for gen in backend.generate(prompts, SamplingSettings(max_new_tokens=5, temperature=1.0, seed=0)):
         assert len(gen.token_ids) == 5 and gen.finish_reason == "length"
 
 
@@ -97,17 +102,17 @@ def test_stops_at_eos_and_at_stop_strings(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
 ) -> None:
     plain = HFBackend(model, eos_token_ids=[], pad_token_id=tokenizer.pad_token_id)
-    free = plain.generate(prompts[:1], max_new_tokens=8, temperature=0.0)[0].token_ids
+    free = plain.generate(prompts[:1], SamplingSettings(max_new_tokens=8, temperature=0.0))[0].token_ids
     cut = free.index(free[3]) + 1  # first position where the fourth token appears
     as_eos = HFBackend(model, eos_token_ids=[free[3]], pad_token_id=tokenizer.pad_token_id)
-    stopped = as_eos.generate(prompts[:1], max_new_tokens=8, temperature=0.0)[0]
+    stopped = as_eos.generate(prompts[:1], SamplingSettings(max_new_tokens=8, temperature=0.0))[0]
     assert stopped.token_ids == free[:cut] and stopped.finish_reason == "stop"
 
     stop_text = tokenizer.decode(free[4:6])
     by_string = HFBackend(
         model, eos_token_ids=[], pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer, stop=[stop_text]
     )
-    result = by_string.generate(prompts[:1], max_new_tokens=8, temperature=0.0)[0]
+    result = by_string.generate(prompts[:1], SamplingSettings(max_new_tokens=8, temperature=0.0))[0]
     assert result.finish_reason == "stop"
     assert tokenizer.decode(result.token_ids).endswith(stop_text)
     assert result.token_ids == free[: len(result.token_ids)] and len(result.token_ids) <= 6
@@ -135,7 +140,7 @@ def test_update_weights_switches_the_model(
 
 def test_empty_prompt_is_refused(backend: HFBackend) -> None:
     with pytest.raises(ValueError, match="at least one token"):
-        backend.generate([[]], max_new_tokens=2, temperature=1.0)
+        backend.generate([[]], SamplingSettings(max_new_tokens=2, temperature=1.0))
 
 
 def test_make_backend_from_a_local_folder(

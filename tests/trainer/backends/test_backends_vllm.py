@@ -10,6 +10,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.backends import HFBackend, make_backend
+from trainer.backends.base import SamplingSettings
 from trainer.models import make_tiny_model
 
 pytestmark = [
@@ -37,12 +38,12 @@ def vllm_backend(folder: Path):  # type: ignore[no-untyped-def]
 
 
 def test_vllm_logprobs_match_hf_scoring(vllm_backend, backend: HFBackend, prompts: list[list[int]]) -> None:  # type: ignore[no-untyped-def]
-    gens = vllm_backend.generate(prompts, max_new_tokens=12, temperature=1.0, top_logprobs=5, seed=0)
+    gens = vllm_backend.generate(prompts, SamplingSettings(max_new_tokens=12, temperature=1.0, top_logprobs=5, seed=0))
     hf_scores = backend.score(prompts, [g.token_ids for g in gens])
     for gen, expected in zip(gens, hf_scores, strict=True):
         torch.testing.assert_close(torch.tensor(gen.logprobs), torch.tensor(expected), atol=2e-3, rtol=0)
         assert gen.top_logprobs is not None and all(len(top) == 5 for top in gen.top_logprobs)
-    again = vllm_backend.generate(prompts, max_new_tokens=12, temperature=1.0, seed=0)
+    again = vllm_backend.generate(prompts, SamplingSettings(max_new_tokens=12, temperature=1.0, seed=0))
     assert [g.token_ids for g in again] == [g.token_ids for g in gens]
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from trainer.backends.base import SamplingSettings
 from trainer.backends.hf import HFBackend
 from trainer.batching import SyncGroups, attach_teacher_logprobs
 from trainer.config import ObjectiveConfig, OptimConfig
@@ -31,7 +32,9 @@ def batch(tiny_models: TinyModels) -> TokenBatch:
         turns = []
         for k in range(2):
             prompt = encode_user_turn(tok, f"Task: put apple {i % 2} in fridge. Step {k + 1}. Actions: look")
-            gen = student.generate([prompt], max_new_tokens=6 + i, temperature=1.0, seed=100 * i + k)[0]
+            gen = student.generate([prompt], SamplingSettings(max_new_tokens=6 + i, temperature=1.0, seed=100 * i + k))[
+                0
+            ]
             turns.append(Turn(prompt, gen.token_ids, gen.logprobs, "", "look", "ok"))
         trajs.append(Trajectory(f"t{i % 2}", group=i % 2, seed=0, turns=turns, won=i % 3 == 0))
     attach_teacher_logprobs(trajs, teacher)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trainer.backends.base import SamplingSettings
 from trainer.backends.hf import HFBackend
 from trainer.batching import SyncGroups, attach_teacher_logprobs
 from trainer.config import ObjectiveConfig, OptimConfig
@@ -59,7 +60,7 @@ def test_opd_lowers_teacher_student_kl_on_held_out_prompts(tiny_models: TinyMode
     torch.manual_seed(0)
     learner = Learner(load_model(tiny_models.student), ObjectiveConfig(name="opd"), OptimConfig(lr=2e-3))
     student = HFBackend(learner.model, eos_token_ids=[tok.eos_token_id], pad_token_id=tok.pad_token_id)
-    probes = student.generate(held_out, max_new_tokens=8, temperature=1.0, seed=123)
+    probes = student.generate(held_out, SamplingSettings(max_new_tokens=8, temperature=1.0, seed=123))
     rows = [p + g.token_ids for p, g in zip(held_out, probes, strict=True)]
     starts = [len(p) for p in held_out]
     kl_before = kl_student_teacher(learner.model, teacher_model, rows, starts)
@@ -67,7 +68,7 @@ def test_opd_lowers_teacher_student_kl_on_held_out_prompts(tiny_models: TinyMode
     composer = SyncGroups(pad_id=tok.pad_token_id)
     for step in range(16):
         batch_prompts = [train_prompts[(16 * step + j) % 32] for j in range(16)]
-        gens = student.generate(batch_prompts, max_new_tokens=8, temperature=1.0, seed=step)
+        gens = student.generate(batch_prompts, SamplingSettings(max_new_tokens=8, temperature=1.0, seed=step))
         trajs = [
             Trajectory(f"t{j}", group=j, seed=0, turns=[Turn(p, g.token_ids, g.logprobs, "", None, "")])
             for j, (p, g) in enumerate(zip(batch_prompts, gens, strict=True))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainer.backends import HFBackend
+from trainer.backends.base import SamplingSettings
 from trainer.models import load_gguf, load_tokenizer, smollm2_gguf_path
 
 pytestmark = [
@@ -26,7 +27,7 @@ def test_smollm2_converts_and_answers(tmp_path: Path) -> None:
     backend = HFBackend.from_pretrained(folder)
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)["input_ids"]
-    generation = backend.generate([prompt], max_new_tokens=30, temperature=0.0)[0]
+    generation = backend.generate([prompt], SamplingSettings(max_new_tokens=30, temperature=0.0))[0]
     assert "Paris" in tokenizer.decode(generation.token_ids)
     assert generation.finish_reason == "stop"
     rescored = backend.score([prompt], [generation.token_ids])[0]

@@ -11,6 +11,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from trainer.backends import HFBackend
+from trainer.backends.base import SamplingSettings
 from trainer.models import make_tiny_model, train_tokenizer
 from trainer.sft import _collate, evaluate_exact_match, sft_train
 
@@ -36,7 +37,7 @@ def test_exact_match_counts_token_for_token(tokenizer: PreTrainedTokenizerBase) 
     model = make_tiny_model(tokenizer, seed=3)
     prompts = [tokenizer.encode(t) for t in ["go to", "open the", "look"]]
     backend = HFBackend(model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id)
-    greedy = [g.token_ids for g in backend.generate(prompts, max_new_tokens=4, temperature=0.0)]
+    greedy = [g.token_ids for g in backend.generate(prompts, SamplingSettings(max_new_tokens=4, temperature=0.0))]
     wrong_last = [*greedy[2][:-1], (greedy[2][-1] + 1) % len(tokenizer)]
     examples = [(prompts[0], greedy[0]), (prompts[1], greedy[1]), (prompts[2], wrong_last)]
     assert evaluate_exact_match(model, tokenizer, examples) == 2 / 3

@@ -7,7 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 from envhub.client.sync import EnvhubClient
+from envhub.core.errors import EnvhubError
+from trainer.backends.base import Generation
 from trainer.backends.hf import HFBackend
+from trainer.batching import SyncGroups
 from trainer.models.loading import load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.prompts import INVALID_ACTION_OBSERVATION, PromptRenderer
@@ -18,16 +21,16 @@ from trainer.workers import STOP_STRINGS
 class _ScriptedBackend:
     """Wraps the real tiny model but forces chosen response texts (to test parsing and invalid turns)."""
 
-    def __init__(self, inner: HFBackend, tokenizer: object, texts: list[str]) -> None:
-        self.inner, self.tokenizer, self.texts = inner, tokenizer, texts
+    def __init__(self, inner: HFBackend, tokenizer: object, texts: list[str], finish_reason: str = "stop") -> None:
+        self.inner, self.tokenizer, self.texts, self.finish_reason = inner, tokenizer, texts, finish_reason
         self.batch_sizes: list[int] = []
 
-    def generate(self, prompts: list[list[int]], **kwargs: object):  # type: ignore[no-untyped-def]
+    def generate(self, prompts: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
         self.batch_sizes.append(len(prompts))
-        out = self.inner.generate(prompts, **kwargs)  # type: ignore[arg-type]
+        out = self.inner.generate(prompts, sampling)
         for i, gen in enumerate(out):
             ids = self.tokenizer.encode(self.texts[i % len(self.texts)], add_special_tokens=False)  # type: ignore[attr-defined]
-            gen.token_ids, gen.logprobs = ids, [-1.0] * len(ids)
+            gen.token_ids, gen.logprobs, gen.finish_reason = ids, [-1.0] * len(ids), self.finish_reason  # type: ignore[assignment]
         return out
 
 
@@ -91,3 +94,61 @@ def test_real_sampling_end_to_end(port: ClientEnvPort, tiny_models: TinyModels) 
     assert stats.generated_tokens == sum(len(turn.response_ids) for t in trajs for turn in t.turns) > 0
     for turn in (turn for t in trajs for turn in t.turns):
         assert len(turn.logp_old) == len(turn.response_ids) and all(lp <= 0 for lp in turn.logp_old)
+
+
+@pytest.mark.parametrize("policy", ["invalid", "mask"])
+def test_truncated_responses_follow_the_policy(port: ClientEnvPort, tiny_models: TinyModels, policy: str) -> None:
+    tok = load_tokenizer(tiny_models.student)
+    backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
+    scripted = _ScriptedBackend(backend, tok, ["<action>look</action>"], finish_reason="length")
+    rollout = _rollout(port, scripted, tok, group_size=2, max_turns=2, truncation=policy)
+    try:
+        trajs, stats = rollout.run([("train/00005", 2)], SamplingSettings(max_new_tokens=4))
+    finally:
+        rollout.close()
+    turns = [turn for t in trajs for turn in t.turns]
+    assert turns and all(turn.finish_reason == "length" for turn in turns)
+    assert stats.as_metrics()["rollout/truncated_turn_ratio"] == 1.0
+    if policy == "invalid":  # the papers' behaviour: an invalid action, trained like any turn
+        assert all(turn.action is None and turn.observation == INVALID_ACTION_OBSERVATION for turn in turns)
+        assert not any(turn.masked for turn in turns)
+        assert SyncGroups().compose(trajs).loss_mask.any()
+    else:  # sent as parsed, never supervised
+        assert all(turn.action == "look" and turn.masked for turn in turns)
+        with pytest.raises(ValueError, match="every student turn was masked"):
+            SyncGroups().compose(trajs)
+
+
+def test_long_prompts_lose_history_never_the_instruction(port: ClientEnvPort, tiny_models: TinyModels) -> None:
+    tok = load_tokenizer(tiny_models.student)
+    backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
+    renderer = PromptRenderer("alfworld", style="atod", history_length=2)
+    scripted = _ScriptedBackend(backend, tok, ["<action>look</action>"])
+    limits = {}
+    for limit in (100_000, 0):
+        settings = RolloutSettings(group_size=1, max_turns=3, max_prompt_tokens=limit or limits["first"] + 8)
+        rollout = GroupRollout(port, scripted, tok, renderer, settings)  # type: ignore[arg-type]
+        try:
+            trajs, stats = rollout.run([("train/00006", 4)], SamplingSettings(max_new_tokens=4))
+        finally:
+            rollout.close()
+        prompts = [turn.prompt_ids for turn in trajs[0].turns]
+        limits.setdefault("first", len(prompts[0]))
+        limits.setdefault("last", len(prompts[-1]))
+    # With the budget of the first (history-free) prompt, later turns show less history, not a cut head.
+    assert limits["last"] > limits["first"] + 8
+    assert all(len(p) <= limits["first"] + 8 for p in prompts) and stats.trimmed_prompts == 2
+    head = tok.decode(prompts[0][:40])
+    assert all(tok.decode(p[:40]) == head for p in prompts)  # same chat template head and task line
+    assert "Your task is to" in tok.decode(prompts[-1])
+
+
+def test_env_options_reach_the_server(alfworld_server: str) -> None:
+    client = EnvhubClient(alfworld_server)
+    try:
+        port = ClientEnvPort(client, "alfworld", {"no_such_option": "1"})
+        with pytest.raises(EnvhubError) as caught:
+            port.create("train/00001", seed=0, max_steps=2, admissible=False)
+        assert caught.value.reason == "BAD_OPTION"
+    finally:
+        client.close()
