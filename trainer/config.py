@@ -176,6 +176,15 @@ class OptimConfig(_Section):
         8192, ge=16, description="Token budget of one micro-batch; gradients accumulate over micro-batches."
     )
     epochs: int = Field(1, ge=1, description="Passes over each rollout batch (1 = on-policy).")
+    recompute_logp_old: bool | None = Field(
+        None,
+        description="Recompute logp_old with the learner before the update (verl's default). None: on when the "
+        "rollout backend is not the learner's own code (backend.kind vllm), off for hf (same model, same numbers).",
+    )
+
+    def recompute(self, backend_kind: str) -> bool:
+        """Whether to recompute logp_old for a rollout backend of kind `backend_kind`."""
+        return backend_kind != "hf" if self.recompute_logp_old is None else self.recompute_logp_old
 
 
 class RayConfig(_Section):
@@ -226,7 +235,12 @@ class EvalConfig(_Section):
 
     temperature: float = Field(0.4, gt=0, description="Sampling temperature at evaluation (ATOD: 0.4).")
     num_tasks: int = Field(20, ge=1, description="Held-out tasks evaluated.")
-    every: int = Field(0, ge=0, description="Evaluate every N training steps (0: only on demand).")
+    every: int = Field(
+        0,
+        ge=0,
+        description="Every N training steps, one episode on each of the first num_tasks tasks of env.eval_split "
+        "with the current weights, logged as eval/* and plotted (0: only `trainer eval`).",
+    )
 
 
 class TrainerConfig(_Section):

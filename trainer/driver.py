@@ -1,7 +1,8 @@
 """The training driver: one plain loop over a `WorkerGroup` (in-process or Ray).
 
 for step:  tasks -> rollout (G per task) -> [teacher scores] -> SyncGroups batch -> learner
-           -> weights to rollout workers -> metrics (JSONL, TensorBoard, progress bar) -> checkpoint
+           -> weights to rollout workers -> [held-out eval every `eval.every` steps]
+           -> metrics (JSONL, TensorBoard, progress bar) -> checkpoint
 """
 
 from __future__ import annotations
@@ -84,6 +85,26 @@ def training_tasks(config: TrainerConfig, workers: TaskSource) -> list[str]:
     return ids[: config.env.max_tasks] if config.env.max_tasks else ids
 
 
+def evaluation_tasks(config: TrainerConfig, workers: TaskSource) -> list[str]:
+    """The held-out tasks of `eval.every`: the first `eval.num_tasks` of `env.eval_split`."""
+    ids = workers.task_ids(config.env.eval_split, config.env.families)[: config.eval.num_tasks]
+    if not ids:
+        raise ValueError(f"eval.every is set but split {config.env.eval_split!r} has no tasks; set env.eval_split")
+    return ids
+
+
+def periodic_eval(config: TrainerConfig, workers: WorkerGroup, task_ids: Sequence[str]) -> dict[str, float]:
+    """One episode per held-out task with the current weights at `eval.temperature` (fixed seeds, so
+    successive evaluations compare): `eval/success_rate`, `eval/mean_turns`, `eval/invalid_turn_ratio`."""
+    sampling = SamplingSettings(
+        max_new_tokens=config.rollout.max_new_tokens, temperature=config.eval.temperature, seed=config.seed
+    )
+    trajectories, stats = workers.rollout([(task_id, config.seed) for task_id in task_ids], sampling, group_size=1)
+    metrics = trajectory_metrics(trajectories, "eval")
+    metrics["eval/invalid_turn_ratio"] = stats.invalid_turns / max(stats.turns, 1)
+    return metrics
+
+
 @contextlib.contextmanager
 def env_targets(config: TrainerConfig) -> Iterator[list[str]]:
     """Server addresses; starts (and stops) a local server for each "local" entry."""
@@ -123,6 +144,7 @@ def _loop(
     draws = start * config.rollout.tasks_per_step
     sampler = TaskSampler(training_tasks(config, workers), config.seed, start_draw=draws)
     composer = SyncGroups(config.prompt.context)
+    eval_tasks = evaluation_tasks(config, workers) if config.eval.every else []
     needs_teacher = get_objective(config.objective.name).needs_teacher
     logger = MetricsLogger(out)
     checkpoint = resume_from
@@ -144,6 +166,8 @@ def _loop(
                 metrics["teacher/tokens_scored"] = float(scored)
             metrics.update(workers.learn(composer.compose(trajectories)))
             workers.sync_weights()
+            if eval_tasks and (step + 1) % config.eval.every == 0:
+                metrics.update(periodic_eval(config, workers, eval_tasks))
             logger.log(step + 1, metrics)
             bar.set_postfix(
                 success=f"{metrics[names.SUCCESS_RATE]:.2f}", turns=f"{metrics[names.MEAN_TURNS]:.1f}", refresh=False

@@ -1,6 +1,9 @@
 """The learner: advantages from the registry, PPO-clipped loss, AdamW with gradient accumulation.
 
 One `Learner.step(batch)`:
+0. with `recompute_logp_old`, `logp_old` is first recomputed under the current parameters (verl's
+   default when the rollout engine is not the learner, e.g. vLLM in bf16); the advantages and the
+   PPO ratio then use it;
 1. advantages `(N, S)` from the objective registered under `objective.name` (the learner never
    knows which objective runs);
 2. rows are cut into micro-batches by a token budget; each micro-batch recomputes `logp` under
@@ -13,6 +16,7 @@ One `Learner.step(batch)`:
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Iterator, Mapping
@@ -72,7 +76,15 @@ def batch_loss_weights(batch: TokenBatch, reduction: str) -> torch.Tensor:
 class Learner:
     """Owns the student parameters and the optimizer; `step` applies one update."""
 
-    def __init__(self, model: Any, objective: ObjectiveConfig, optim: OptimConfig, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        model: Any,
+        objective: ObjectiveConfig,
+        optim: OptimConfig,
+        device: str = "cpu",
+        *,
+        recompute_logp_old: bool = False,
+    ) -> None:
         self.device = torch.device(device)
         self.model = maybe_fsdp(model.to(self.device))
         self.model.train()
@@ -84,13 +96,18 @@ class Learner:
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay
         )
+        self.recompute_logp_old = recompute_logp_old
         self.global_step = 0
 
     def step(self, batch: TokenBatch) -> dict[str, float]:
         """One optimizer update (times `optim.epochs`) on `batch`; returns metrics."""
         start = time.perf_counter()
         batch = batch.to(self.device)
+        recompute_metrics: dict[str, float] = {}
+        if self.recompute_logp_old:
+            batch, recompute_metrics = self.recompute_old_logprobs(batch)
         advantages, metrics = self.spec.compute(batch, self.hyperparameters, step=self.global_step)
+        metrics.update(recompute_metrics)
         weights = batch_loss_weights(batch, self.reduction)
         sums: dict[str, float] = {}
         for _ in range(self.optim.epochs):
@@ -113,6 +130,22 @@ class Learner:
             }
         )
         return metrics
+
+    @torch.no_grad()
+    def recompute_old_logprobs(self, batch: TokenBatch) -> tuple[TokenBatch, dict[str, float]]:
+        """`batch` with `logp_old` recomputed by the learner's current parameters (verl's default when
+        the rollout engine differs from the learner: the first PPO ratio is then exactly 1), and
+        `actor/rollout_logp_abs_diff`, the mean |rollout log-prob - recomputed| over supervised tokens."""
+        logp_old = torch.zeros_like(batch.logp_old)
+        for rows, width in micro_batches(batch, self.optim.micro_batch_tokens):
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+                logp, _ = token_logprobs(self.model, batch.input_ids[rows, :width], batch.attention_mask[rows, :width])
+            logp_old[rows, :width] = logp.to(logp_old.dtype)
+        mask = batch.loss_mask
+        logp_old = torch.where(mask, logp_old.clamp(max=0.0), torch.zeros_like(logp_old))
+        diff = (logp_old - batch.logp_old)[mask].abs()
+        metrics = {"actor/rollout_logp_abs_diff": float(diff.mean()) if diff.numel() else 0.0}
+        return dataclasses.replace(batch, logp_old=logp_old), metrics
 
     def _accumulate(self, batch: TokenBatch, advantages: torch.Tensor, weights: torch.Tensor) -> dict[str, float]:
         weighted: dict[str, float] = {}

@@ -22,10 +22,12 @@ PLOTTED: tuple[str, ...] = (
     names.TDUR_ACTIVE_RATIO,
     names.TDUR_MEAN_WEIGHT,
     names.TEACHER_STUDENT_GAP,
-    "eval/success_rate",
+    names.EVAL_SUCCESS_RATE,
+    names.EVAL_MEAN_TURNS,
     "actor/pg_loss",
-    "opd/teacher_student_kl",
+    names.REVERSE_KL,
 )
+"""The panels of `training.png`; every one is a metric some producer logs (tested end to end)."""
 
 
 class MetricsLogger:

@@ -26,6 +26,9 @@ TEACHER_STUDENT_GAP = "tdur/gap_mean"
 UNCERTAINTY_MEAN = "tdur/uncertainty_mean"
 """mean over turns of h_k = mean_t -logp_old (sampled-token entropy estimate)."""
 
+REVERSE_KL = "opd/reverse_kl"
+"""mean over supervised tokens of logp_old - logp_T: the k1 estimate of KL(student || teacher) (OPD, ATOD)."""
+
 # Computed outside trainer/objectives (named here so every producer and the plot agree).
 ACTOR_ENTROPY = "actor/entropy"
 """mean full-vocabulary entropy of the current policy on supervised tokens (learner)."""
@@ -33,6 +36,10 @@ SUCCESS_RATE = "rollout/success_rate"
 """share of trajectories that solved their task (rollout)."""
 MEAN_TURNS = "rollout/mean_turns"
 """mean number of turns per trajectory (rollout)."""
+EVAL_SUCCESS_RATE = "eval/success_rate"
+"""held-out success rate, every `eval.every` steps (driver)."""
+EVAL_MEAN_TURNS = "eval/mean_turns"
+"""held-out mean turns, every `eval.every` steps (driver)."""
 
 ATOD_DIAGNOSTICS = (
     KL_COEF,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from trainer.errors import ObjectiveError
+from trainer.objectives import diagnostics as names
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.segments import segment_index, segment_sum
 
@@ -71,7 +72,7 @@ def compute_opd_token_advantage(
     changed = (logp_t < logp_floor) | (logp_s < logp_floor) | (delta.abs() > adv_clamp)
     n = loss_mask.sum().clamp(min=1).to(logp_old.dtype)
     metrics = {
-        "opd/reverse_kl": float((logp_s - logp_t).sum() / n),
+        names.REVERSE_KL: float((logp_s - logp_t).sum() / n),
         "opd/adv_mean": float(a_opd.sum() / n),
         "opd/adv_abs_mean": float(a_opd.abs().sum() / n),
         "opd/clamp_frac": float((changed & loss_mask).sum() / n),

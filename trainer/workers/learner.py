@@ -22,7 +22,8 @@ class LearnerWorker:
         device = resolve_device(config.backend.device)
         self.tokenizer = load_tokenizer(config.models.student)
         model = load_model(resume_from or config.models.student, device=device)
-        self.learner = Learner(model, config.objective, config.optim, device=device)
+        recompute = config.optim.recompute(config.backend.kind)
+        self.learner = Learner(model, config.objective, config.optim, device=device, recompute_logp_old=recompute)
         if resume_from:
             self.learner.load(resume_from)
 

@@ -9,7 +9,7 @@ import pytest
 
 from trainer.config import TrainerConfig, config_from_dict
 from trainer.driver import train
-from trainer.metrics import read_metrics
+from trainer.metrics import PLOTTED, read_metrics
 from trainer.models.tiny import TinyModels
 
 
@@ -34,7 +34,7 @@ def _config(tiny_models: TinyModels, server: str, out: Path, **sections: dict[st
 def test_atod_run_logs_diagnostics_checkpoints_and_resumes(
     tmp_path: Path, tiny_models: TinyModels, alfworld_server: str
 ) -> None:
-    config = _config(tiny_models, alfworld_server, tmp_path / "run")
+    config = _config(tiny_models, alfworld_server, tmp_path / "run", eval={"every": 2, "num_tasks": 2})
     result = train(config, progress=False)
     assert result.final_step == 2 and result.checkpoint and result.checkpoint.endswith("step_000002")
     records = read_metrics(tmp_path / "run" / "metrics.jsonl")
@@ -46,6 +46,9 @@ def test_atod_run_logs_diagnostics_checkpoints_and_resumes(
                 "rollout/success_rate", "rollout/mean_turns", "teacher/tokens_scored"):  # fmt: skip
         assert key in records[0], key
     assert 0.0 <= records[0]["tdur/mean_weight"] <= 1.0
+    # held-out evaluation every 2 steps; every plotted panel is a logged metric
+    assert "eval/success_rate" not in records[0] and records[1]["eval/trajectories"] == 2.0
+    assert set(PLOTTED) <= set(records[1]), set(PLOTTED) - set(records[1])
     assert (tmp_path / "run" / "training.png").stat().st_size > 1000
     assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
     # resume: the step count continues from the checkpoint

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,24 @@ def test_checkpoint_resume_continues_the_step_count(tmp_path: Path, tiny_models:
     resumed.step(batch)
     for a, b in zip(first.model.state_dict().values(), resumed.model.state_dict().values(), strict=True):
         assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_recomputed_logp_old_makes_the_first_ratio_one(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    # A rollout engine in bf16 records slightly different log-probs than the learner computes.
+    engine = dataclasses.replace(batch, logp_old=batch.logp_old.bfloat16().float().clamp(max=0.0))
+    plain = _learner(tiny_models.student, "opd", budget=4096)
+    assert abs(plain.step(engine)["actor/ratio_mean"] - 1.0) > 1e-4
+    learner = _learner(tiny_models.student, "opd", budget=4096)
+    learner.recompute_logp_old = True
+    fixed, metrics = learner.recompute_old_logprobs(engine)
+    assert metrics["actor/rollout_logp_abs_diff"] > 0
+    torch.testing.assert_close(fixed.logp_old[batch.loss_mask], batch.logp_old[batch.loss_mask], atol=1e-4, rtol=0)
+    step = learner.step(engine)
+    assert step["actor/ratio_mean"] == pytest.approx(1.0, abs=1e-6) and step["actor/clipfrac"] == 0.0
+    assert step["actor/rollout_logp_abs_diff"] == metrics["actor/rollout_logp_abs_diff"]
+
+
+def test_recompute_defaults_to_on_only_for_another_engine() -> None:
+    assert OptimConfig().recompute("vllm") and not OptimConfig().recompute("hf")
+    assert OptimConfig(recompute_logp_old=True).recompute("hf")
+    assert not OptimConfig(recompute_logp_old=False).recompute("vllm")
