@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--models", default="runs/models")
     p.add_argument("--expert-tasks", type=int, help="training tasks played by the expert (default 400)")
     p.add_argument("--sft-steps", type=int, help="teacher SFT optimizer steps (default 1500)")
+    p.add_argument("--env", choices=["alfworld", "scienceworld", "webshop"], help="default: alfworld if installed")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p = sub.add_parser("bench", help="learner overhead and rollout throughput benchmarks")
     p.add_argument("--out", default="docs/results", help="folder for trainer-bench.json / .md")
@@ -64,7 +65,8 @@ def _run(args: argparse.Namespace) -> int:
         from trainer.quickstart import quickstart
 
         sizes = {"expert_tasks": args.expert_tasks, "sft_steps": args.sft_steps}
-        quickstart(args.out, args.models, overrides=args.overrides, **{k: v for k, v in sizes.items() if v is not None})
+        sized = {k: v for k, v in sizes.items() if v is not None}
+        quickstart(args.out, args.models, overrides=args.overrides, env=args.env, **sized)
         return 0
     if args.command == "bench":
         from trainer.bench import run_bench

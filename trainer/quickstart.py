@@ -1,6 +1,6 @@
 """`trainer quickstart` and its building blocks (`make_models`, `sft_from_expert`), also used by the CLI.
 
-The quickstart starts a local envhub server itself (ALFWorld, else ScienceWorld), collects expert
+The quickstart starts a local envhub server itself (`--env`; default ALFWorld, else ScienceWorld), collects expert
 episodes through GetExpertActions, makes (or reuses) a tiny tokenizer + random student + teacher
 under `runs/models`, fine-tunes the teacher on the expert turns and briefly warm-starts the student
 on them (both cached: a random student emits no valid action, so RL alone would have nothing to
@@ -33,6 +33,14 @@ SFT_STEPS = 1500
 """Teacher SFT steps: held-out per-turn exact match ~0.67, wins ~1/3 of held-out games (docs/trainer.md)."""
 WARM_START_STEPS = 600
 """Student warm-start SFT steps: enough for valid actions and mixed outcomes, far below the teacher."""
+
+
+ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "alfworld": (),
+    "scienceworld": ("env.families=[]", "env.eval_split=dev"),
+    "webshop": ("env.families=[]", "env.eval_split=test"),
+}
+"""Config overrides that fit quickstart.yaml (written for ALFWorld) to each environment `--env` takes."""
 
 
 def pick_environment() -> str:
@@ -102,11 +110,12 @@ def quickstart(
     expert_tasks: int = EXPERT_TASKS,
     sft_steps: int = SFT_STEPS,
     overrides: Sequence[str] = (),
+    env: str | None = None,
 ) -> Path:
-    """The README's main job; returns the report path."""
+    """The README's main job on `env` (default: `pick_environment()`); returns the report path."""
     out = Path(out_dir)
     models = Path(models_dir)
-    env = pick_environment()
+    env = env or pick_environment()
     config = load_config(
         "quickstart.yaml",
         [
@@ -114,7 +123,7 @@ def quickstart(
             f"output_dir={out / 'train'}",
             f"models.student={models / 'student-warm'}",
             f"models.teacher={models / 'teacher-sft'}",
-            *([] if env == "alfworld" else ["env.families=[]", "env.eval_split=dev"]),
+            *ENV_OVERRIDES[env],
             *overrides,
         ],
     )

@@ -47,6 +47,10 @@ PROFILES: dict[str, Profile] = {
     ),
     "alfworld": Profile("valid_seen/00000", ("look", "inventory", "examine the moon", "look")),
     "searchqa": Profile("nq/test/00000", ("<search>capital of France</search>", "no action", "<search>Euro</search>")),
+    "webshop": Profile(
+        "test/00000",
+        ("search[wireless earbuds noise cancelling]", "click[next >]", "click[< prev]", "click[back to search]"),
+    ),
 }
 
 

@@ -54,6 +54,7 @@ class WebShopKind(EnvironmentKind):
         path = str(data_path or os.environ.get("WEBSHOP_DATA", ""))
         self.catalog = load_catalog(path, products)
         self.shop = _shop(self.catalog)
+        self._tasks: dict[str, list[TaskSpec]] = {}
         self.version = f"envhub-webshop{ENV_VERSION}/catalog-{self.catalog.fingerprint}/nouns-{NOUN_TAGGER}"
 
     def splits(self) -> list[str]:
@@ -64,7 +65,9 @@ class WebShopKind(EnvironmentKind):
             raise errors.not_found(
                 f"unknown split {split!r}; known splits: {', '.join(self.catalog.goals)}", "UNKNOWN_SPLIT", split=split
             )
-        return [self._spec(split, index) for index in range(len(self.catalog.goals[split]))]
+        if split not in self._tasks:
+            self._tasks[split] = [self._spec(split, index) for index in range(len(self.catalog.goals[split]))]
+        return self._tasks[split]
 
     def _spec(self, split: str, index: int) -> TaskSpec:
         goal = self.catalog.goals[split][index]

@@ -76,11 +76,13 @@ class SearchIndex:
         if not ids:
             return []
         scores = np.asarray(self._bm25.get_scores_from_ids(ids))
-        hits = np.flatnonzero(scores > 0)
-        if len(hits) > k:
-            hits = hits[np.argpartition(-scores[hits], k - 1)[:k]]
-        order = sorted(hits.tolist(), key=lambda i: (-float(scores[i]), i))
-        return [self.asins[i] for i in order[:k]]
+        if len(scores) > k:
+            cut = np.partition(scores, len(scores) - k)[len(scores) - k]  # the k-th best score
+            top = np.flatnonzero(scores >= max(cut, np.nextafter(0, 1)))
+        else:
+            top = np.flatnonzero(scores > 0)
+        order = np.lexsort((top, -scores[top]))[:k]  # best first, ties in catalogue order
+        return [self.asins[i] for i in top[order]]
 
 
 def _build(catalog: Catalog, folder: Path) -> None:

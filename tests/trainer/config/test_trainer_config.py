@@ -40,7 +40,6 @@ def test_overrides_use_yaml_values() -> None:
         ({"objective": {"name": "atod", "params": {"kappa": 1}}}, "unknown atod setting"),
         ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'; registered objectives: atod, grpo, opd"),
         ({"objective": {"name": "grpo", "reduction": "seq-mean"}}, "unknown loss reduction 'seq-mean'"),
-        ({"env": {"name": "webshop"}}, "set env.targets"),
         ({"rollout": {"strategy": "beam"}}, "unknown rollout strategy 'beam'; registered: group"),
         ({"rollout": {"group_sise": 8}}, "rollout.group_sise"),
     ],
