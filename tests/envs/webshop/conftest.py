@@ -1,4 +1,4 @@
-"""WebShop tests build their search indexes under a temporary cache (workers inherit the variable)."""
+"""WebShop tests build their search indexes under a temporary cache, per module (workers inherit the variable)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def webshop_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = str(tmp_path_factory.mktemp("webshop-cache"))
     before = os.environ.get("ENVHUB_CACHE")
