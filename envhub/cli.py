@@ -119,7 +119,7 @@ def _play(args: argparse.Namespace) -> int:
 
     with _target(args) as target, EnvhubClient(target, token=_token(args.token_file)) as client:
         task_id = args.task or client.list_tasks(args.env, "train")[0].task_id
-        play(client, client.create_session(args.env, task_id=task_id, seed=args.seed, admissible=True))
+        play(client, client.create_session(args.env, task=task_id, seed=args.seed, admissible=True))
     return 0
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from envhub.client import EnvhubClient, EnvhubError, StepResult
+from envhub.client import EnvhubClient, EnvhubError, StepResult, TaskRef
 from envhub.v1 import snapshot_pb2
 
 
@@ -68,7 +68,7 @@ def check_seed_determinism(client: EnvhubClient, spec: ComplianceSpec) -> None:
     for task_id, actions in spec.tasks.items():
         traces = []
         for _ in range(2):
-            start = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
+            start = client.create_session(spec.environment, task=task_id, seed=spec.seed)
             traces.append((start.observation, _play(client, start.session_id, actions)))
             client.close_session(start.session_id)
         _expect(traces[0][0] == traces[1][0], f"{task_id}: two resets with seed {spec.seed} differ")
@@ -80,7 +80,7 @@ def check_snapshot_restore(client: EnvhubClient, spec: ComplianceSpec) -> None:
     """A restored snapshot shows the recorded observation and continues like the original."""
     for task_id, actions in spec.tasks.items():
         half = len(actions) // 2
-        start = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
+        start = client.create_session(spec.environment, task=task_id, seed=spec.seed)
         _play(client, start.session_id, actions[:half])
         snapshot = client.snapshot(start.session_id)
         _expect(snapshot.step_index == half, f"{task_id}: snapshot step_index {snapshot.step_index} != {half}")
@@ -97,7 +97,7 @@ def check_fork(client: EnvhubClient, spec: ComplianceSpec) -> None:
     """Forks continue exactly like the original, and independently of each other."""
     for task_id, actions in spec.tasks.items():
         half = len(actions) // 2
-        start = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
+        start = client.create_session(spec.environment, task=task_id, seed=spec.seed)
         _play(client, start.session_id, actions[:half])
         forks = client.fork(start.session_id, 2)
         _expect(len(set(forks)) == 2 and start.session_id not in forks, f"{task_id}: fork ids are not new and distinct")
@@ -112,8 +112,8 @@ def check_fork(client: EnvhubClient, spec: ComplianceSpec) -> None:
 def check_error_codes(client: EnvhubClient, spec: ComplianceSpec) -> None:
     """Each bad request gets its status code and leaves other sessions working."""
     task_id, actions = next(iter(spec.tasks.items()))
-    witness = client.create_session(spec.environment, task_id=task_id, seed=spec.seed, max_steps=1000)
-    closed = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
+    witness = client.create_session(spec.environment, task=task_id, seed=spec.seed, max_steps=1000)
+    closed = client.create_session(spec.environment, task=task_id, seed=spec.seed)
     client.close_session(closed.session_id)
     good = client.snapshot(witness.session_id).data
     envelope = snapshot_pb2.SignedSnapshot.FromString(good)  # the server's internal format, tampered with
@@ -126,11 +126,15 @@ def check_error_codes(client: EnvhubClient, spec: ComplianceSpec) -> None:
         ("closed session", not_found, lambda: client.step(closed.session_id, actions[0])),
         ("empty action", invalid, lambda: client.step(witness.session_id, "")),
         ("1 MB action", invalid, lambda: client.step(witness.session_id, "x" * 1_000_000)),
-        ("unknown environment", invalid, lambda: client.create_session("no-such-env", task_id=task_id)),
-        ("unknown task", invalid, lambda: client.create_session(env, task_id="no/such/task")),
-        ("split index out of range", invalid, lambda: client.create_session(env, split="train", index=10**9)),
-        ("unknown split", invalid, lambda: client.create_session(env, split="no-such-split", index=0)),
-        ("bad option", invalid, lambda: client.create_session(env, task_id=task_id, options={"no_such": "1"})),
+        ("unknown environment", invalid, lambda: client.create_session("no-such-env", task=task_id)),
+        ("unknown task", invalid, lambda: client.create_session(env, task="no/such/task")),
+        (
+            "split index out of range",
+            invalid,
+            lambda: client.create_session(env, task=TaskRef(split="train", index=10**9)),
+        ),
+        ("unknown split", invalid, lambda: client.create_session(env, task=TaskRef(split="no-such-split", index=0))),
+        ("bad option", invalid, lambda: client.create_session(env, task=task_id, options={"no_such": "1"})),
         ("garbage snapshot", invalid, lambda: client.restore(b"\xff\x00garbage" * 7)),
         ("truncated snapshot", invalid, lambda: client.restore(good[: len(good) // 2])),
         ("tampered snapshot", invalid, lambda: client.restore(tampered)),
@@ -148,7 +152,7 @@ def check_error_codes(client: EnvhubClient, spec: ComplianceSpec) -> None:
 def check_episode_over(client: EnvhubClient, spec: ComplianceSpec) -> None:
     """A step after the episode ended (here: truncated by max_steps=1) is FAILED_PRECONDITION."""
     task_id, actions = next(iter(spec.tasks.items()))
-    start = client.create_session(spec.environment, task_id=task_id, seed=spec.seed, max_steps=1)
+    start = client.create_session(spec.environment, task=task_id, seed=spec.seed, max_steps=1)
     result = client.step(start.session_id, actions[0])
     _expect(result.done, f"{task_id}: max_steps=1 did not end the episode after one step")
     _expect_error(
@@ -162,7 +166,7 @@ def check_episode_over(client: EnvhubClient, spec: ComplianceSpec) -> None:
 def check_double_close(client: EnvhubClient, spec: ComplianceSpec) -> None:
     """Closing a session twice answers NOT_FOUND the second time."""
     task_id = next(iter(spec.tasks))
-    start = client.create_session(spec.environment, task_id=task_id, seed=spec.seed)
+    start = client.create_session(spec.environment, task=task_id, seed=spec.seed)
     client.close_session(start.session_id)
     _expect_error(lambda: client.close_session(start.session_id), grpc.StatusCode.NOT_FOUND, "second close")
 
@@ -172,15 +176,15 @@ def check_max_sessions(client: EnvhubClient, spec: ComplianceSpec) -> None:
     if spec.max_sessions is None:
         return
     task_id = next(iter(spec.tasks))
-    opened = [client.create_session(spec.environment, task_id=task_id).session_id for _ in range(spec.max_sessions)]
+    opened = [client.create_session(spec.environment, task=task_id).session_id for _ in range(spec.max_sessions)]
     try:
         _expect_error(
-            lambda: client.create_session(spec.environment, task_id=task_id),
+            lambda: client.create_session(spec.environment, task=task_id),
             grpc.StatusCode.RESOURCE_EXHAUSTED,
             "one session too many",
         )
         client.close_session(opened.pop())
-        opened.append(client.create_session(spec.environment, task_id=task_id).session_id)
+        opened.append(client.create_session(spec.environment, task=task_id).session_id)
     finally:
         for session_id in opened:
             client.close_session(session_id)

@@ -3,11 +3,13 @@
     from envhub.client import EnvhubClient
     from envhub.gym import EnvhubGymEnv
 
-    env = EnvhubGymEnv(EnvhubClient("localhost:50051"), "scienceworld", task_id="boil/0")
+    env = EnvhubGymEnv(EnvhubClient("localhost:50051"), "scienceworld", "boil/0")
     observation, info = env.reset(seed=0)
     observation, reward, terminated, truncated, info = env.step("look around")
+    observation, info = env.reset(options={"task": TaskRef(split="dev", index=2)})
 
 The session is created on the first `reset` and reset in place afterwards; `close()` closes it.
+`reset(options={"task": ...})` (a task id or a `TaskRef`) plays that task from then on.
 Both spaces are `gymnasium.spaces.Text` over printable ASCII (`string.printable`).
 """
 
@@ -15,51 +17,16 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium
 from gymnasium import spaces
 
 from envhub.client import types
+from envhub.client.sync import EnvhubClient
 
 CHARSET = frozenset(string.printable)
 """Characters of observations and actions (printable ASCII, including whitespace)."""
-
-
-class SessionClient(Protocol):
-    """What the adapter needs from a client: `EnvhubClient` and `EnvhubPool` both fit."""
-
-    def create_session(
-        self,
-        environment: str,
-        *,
-        task_id: str | None = ...,
-        split: str | None = ...,
-        index: int | None = ...,
-        seed: int = ...,
-        options: Mapping[str, str] | None = ...,
-        max_steps: int = ...,
-        admissible: bool = ...,
-        timeout: float | None = ...,
-    ) -> types.SessionStart: ...
-
-    def reset_session(
-        self,
-        session_id: str,
-        *,
-        task_id: str | None = ...,
-        split: str | None = ...,
-        index: int | None = ...,
-        seed: int | None = ...,
-        admissible: bool = ...,
-        timeout: float | None = ...,
-    ) -> types.SessionStart: ...
-
-    def step(
-        self, session_id: str, action: str, *, admissible: bool = ..., timeout: float | None = ...
-    ) -> types.StepResult: ...
-
-    def close_session(self, session_id: str, timeout: float | None = ...) -> None: ...
 
 
 class EnvhubGymEnv(gymnasium.Env[str, str]):
@@ -69,12 +36,10 @@ class EnvhubGymEnv(gymnasium.Env[str, str]):
 
     def __init__(
         self,
-        client: SessionClient,
+        client: EnvhubClient,
         environment: str,
+        task: types.TaskRef | str,
         *,
-        task_id: str | None = None,
-        split: str | None = None,
-        index: int | None = None,
         env_options: Mapping[str, str] | None = None,
         max_steps: int = 0,
         admissible: bool = False,
@@ -82,13 +47,11 @@ class EnvhubGymEnv(gymnasium.Env[str, str]):
         max_action_length: int = 256,
         render_mode: str | None = None,
     ) -> None:
-        if task_id is None and (split is None or index is None):
-            raise ValueError("choose a task: task_id=... or split=..., index=...")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self._client = client
         self._environment = environment
-        self._task_id, self._split, self._index = task_id, split, index
+        self._task = types.TaskRef.of(task)
         self._current_task = ""
         self._env_options = dict(env_options or {})
         self._max_steps = max_steps
@@ -118,35 +81,30 @@ class EnvhubGymEnv(gymnasium.Env[str, str]):
         return info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Reset; `options` may name another task (task_id, or split and index) for this and later resets."""
+        """Reset; `options={"task": ...}` (a task id or `TaskRef`) plays that task now and on later resets.
+
+        Any other option key raises ValueError (session options go to the constructor's `env_options`).
+        """
         super().reset(seed=seed)
-        if options:
-            self._task = {
-                "task_id": options.get("task_id"),
-                "split": options.get("split"),
-                "index": options.get("index"),
-            }
+        unknown = sorted(set(options or {}) - {"task"})
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {unknown}; the only one is 'task'")
+        if options and "task" in options:
+            self._task = types.TaskRef.of(options["task"])
         server_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         if self._session_id is None:
             start = self._client.create_session(
                 self._environment,
+                self._task,
                 seed=server_seed,
                 options=self._env_options,
                 max_steps=self._max_steps,
                 admissible=self._admissible,
-                task_id=self._task_id,
-                split=self._split,
-                index=self._index,
             )
             self._session_id = start.session_id
         else:
             start = self._client.reset_session(
-                self._session_id,
-                seed=server_seed,
-                admissible=self._admissible,
-                task_id=self._task_id,
-                split=self._split,
-                index=self._index,
+                self._session_id, task=self._task, seed=server_seed, admissible=self._admissible
             )
         self._last_text = start.observation.text
         self._current_task = start.task.task_id

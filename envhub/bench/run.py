@@ -98,7 +98,7 @@ def step_latency(
     kind = kind_class(settings.environment)()
     try:
         local = Session.start(kind, kind.task(task_id), seed=0, max_steps=10**6)
-        session_id = client.create_session(settings.environment, task_id=task_id, seed=0, max_steps=10**6).session_id
+        session_id = client.create_session(settings.environment, task=task_id, seed=0, max_steps=10**6).session_id
 
         def in_process(action: str) -> object:
             step = local.step(action)
@@ -124,7 +124,7 @@ def step_latency(
 
 def overhead(client: EnvhubClient, settings: BenchSettings, task_id: str, count: int = 200) -> dict[str, float]:
     """p50 (ms) of calls that do almost no environment work: the floor of the protocol's cost."""
-    session_id = client.create_session(settings.environment, task_id=task_id).session_id
+    session_id = client.create_session(settings.environment, task=task_id).session_id
 
     def unknown_session() -> None:  # answered by the server process alone
         try:
@@ -151,7 +151,7 @@ def throughput(target: str, settings: BenchSettings, profile: Profile, task_id: 
     """Steps/s with `settings.threads` client threads, each stepping its own session."""
     clients = [EnvhubClient(target) for _ in range(settings.threads)]
     sessions = [
-        c.create_session(settings.environment, task_id=task_id, seed=i, max_steps=10**6).session_id
+        c.create_session(settings.environment, task=task_id, seed=i, max_steps=10**6).session_id
         for i, c in enumerate(clients)
     ]
     counts = [0] * len(clients)
@@ -183,7 +183,7 @@ def throughput(target: str, settings: BenchSettings, profile: Profile, task_id: 
 def restore_latency(client: EnvhubClient, settings: BenchSettings, profile: Profile, task_id: str) -> dict[int, float]:
     """Median restore time (ms) of a snapshot taken after `depth` steps, for each depth."""
     result: dict[int, float] = {}
-    session_id = client.create_session(settings.environment, task_id=task_id, seed=0, max_steps=10**6).session_id
+    session_id = client.create_session(settings.environment, task=task_id, seed=0, max_steps=10**6).session_id
     done = 0
     for depth in settings.depths:
         while done < depth:
@@ -208,7 +208,7 @@ def memory(
     idle = server.rss_mb()
     sessions = []
     for index in range(settings.sessions):
-        session_id = client.create_session(settings.environment, task_id=task_id, seed=index).session_id
+        session_id = client.create_session(settings.environment, task=task_id, seed=index).session_id
         client.step(session_id, profile.actions[0])
         sessions.append(session_id)
     loaded = server.rss_mb()

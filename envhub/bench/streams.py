@@ -38,10 +38,7 @@ async def _compare(
 ) -> dict[str, Any]:
     async with AsyncEnvhubClient(target) as client, client.stream() as stream:
         starts = await asyncio.gather(
-            *(
-                client.create_session(environment, task_id=task_id, seed=seed, max_steps=10**6)
-                for seed in range(sessions)
-            )
+            *(client.create_session(environment, task=task_id, seed=seed, max_steps=10**6) for seed in range(sessions))
         )
         ids = [start.session_id for start in starts]
         modes: dict[str, StepCall] = {"unary": client.step, "stream": stream.step}

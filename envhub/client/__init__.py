@@ -1,12 +1,13 @@
-"""envhub clients: `EnvhubClient` (blocking), `AsyncEnvhubClient` (asyncio), `EnvhubPool` (several replicas),
-`SessionStreamClient` (many sessions on one SessionStream, from `AsyncEnvhubClient.stream()`).
+"""envhub clients: one typed API (`envhub.client.calls`) over interchangeable transports.
 
+`EnvhubClient` (blocking, one server), `EnvhubPool` (blocking, several replicas),
+`AsyncEnvhubClient` (asyncio, one server; `.stream()` puts session calls on one SessionStream).
 Every failure raises `envhub.core.errors.EnvhubError` (code, message, reason, metadata).
 """
 
 from envhub.client.aio import AsyncEnvhubClient
 from envhub.client.pool import EnvhubPool
-from envhub.client.stream import SessionStreamClient
+from envhub.client.retry import RetryPolicy
 from envhub.client.sync import EnvhubClient
 from envhub.client.types import (
     Capabilities,
@@ -16,6 +17,7 @@ from envhub.client.types import (
     Snapshot,
     StepResult,
     TaskInfo,
+    TaskRef,
 )
 from envhub.core.errors import EnvhubError
 
@@ -27,9 +29,10 @@ __all__ = [
     "EnvhubPool",
     "EnvironmentInfo",
     "Observation",
+    "RetryPolicy",
     "SessionStart",
-    "SessionStreamClient",
     "Snapshot",
     "StepResult",
     "TaskInfo",
+    "TaskRef",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -29,3 +30,11 @@ def credentials(tls: Tls) -> grpc.ChannelCredentials | None:
 def call_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
     """The `authorization: Bearer` metadata for a shared token (empty without one)."""
     return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def open_channel(api: Any, target: str, tls: Tls) -> Any:
+    """A channel to `target` from `api` (`grpc` or `grpc.aio`), plaintext or TLS, with the size caps."""
+    creds = credentials(tls)
+    if creds is None:
+        return api.insecure_channel(target, options=OPTIONS)
+    return api.secure_channel(target, creds, options=OPTIONS)

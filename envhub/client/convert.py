@@ -1,61 +1,11 @@
-"""Request builders and response converters shared by the sync and asyncio clients."""
+"""Response messages -> the client's typed results (`envhub.client.types`)."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from google.protobuf import json_format
 
 from envhub.client import types
 from envhub.v1 import envhub_pb2 as pb
-
-
-def selector(task_id: str | None, split: str | None, index: int | None) -> pb.TaskSelector | None:
-    """A task id, or a (split, index) pair, or None when neither is given."""
-    if task_id is not None:
-        if split is not None or index is not None:
-            raise ValueError("give either task_id or split and index, not both")
-        return pb.TaskSelector(task_id=task_id)
-    if split is not None or index is not None:
-        if split is None or index is None:
-            raise ValueError("split and index go together")
-        return pb.TaskSelector(split_index=pb.SplitIndex(split=split, index=index))
-    return None
-
-
-def create_request(
-    environment: str,
-    task_id: str | None,
-    split: str | None,
-    index: int | None,
-    seed: int,
-    options: Mapping[str, str] | None,
-    max_steps: int,
-    admissible: bool,
-) -> pb.CreateSessionRequest:
-    task = selector(task_id, split, index)
-    if task is None:
-        raise ValueError("a task is required: task_id=... or split=..., index=...")
-    return pb.CreateSessionRequest(
-        environment=environment,
-        task=task,
-        seed=seed,
-        options=dict(options or {}),
-        max_steps=max_steps,
-        include_admissible_actions=admissible,
-    )
-
-
-def reset_request(
-    session_id: str, task_id: str | None, split: str | None, index: int | None, seed: int | None, admissible: bool
-) -> pb.ResetSessionRequest:
-    request = pb.ResetSessionRequest(session_id=session_id, include_admissible_actions=admissible)
-    task = selector(task_id, split, index)
-    if task is not None:
-        request.task.CopyFrom(task)
-    if seed is not None:
-        request.seed = seed
-    return request
 
 
 def environment(message: pb.EnvironmentInfo) -> types.EnvironmentInfo:

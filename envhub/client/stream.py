@@ -1,47 +1,35 @@
-"""`SessionStreamClient`: many sessions' create/reset/step/close calls multiplexed on one SessionStream.
+"""`StreamTransport`: session calls multiplexed on one SessionStream (asyncio).
 
-One bidirectional stream carries every call; each request gets a fresh `call_id` and a
-future that the reader task resolves when the matching response arrives (responses of one
-session come back in request order, across sessions in completion order). A failed call
-raises the same `EnvhubError` (code and reason) as the unary call would and leaves the stream
-open. If the stream itself breaks, every unanswered call, and every later one, raises
+One bidirectional stream carries every create/reset/step/close call; each gets a fresh
+`call_id` and a future that the reader task resolves when the matching response arrives
+(responses of one session come back in request order, across sessions in completion order).
+Other calls (listings, snapshots, forks) go over the unary transport the stream came from.
+A failed call raises the same `EnvhubError` (code, reason, metadata) as the unary call would
+and leaves the stream open; steps and resets are retried by the same `RetryPolicy` as unary
+calls, resending the same request (same request_id), so a retried step is applied once.
+If the stream itself breaks, every unanswered call, and every later one, raises
 UNAVAILABLE / `STREAM_BROKEN` (the cause's code and reason are in the error's metadata).
 
-`step_round` is the blocking form used by `EnvhubClient.step_many`: one stream carrying one
-step per session, closed when every step has been answered.
+Use it through `AsyncEnvhubClient.stream()`: `async with client.stream() as stream: ...`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from types import TracebackType
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import grpc.aio
+from google.protobuf.message import Message
 
-from envhub.client import convert, types
-from envhub.client.errors import from_rpc_error, from_status
+from envhub.client import stream_wire
+from envhub.client.calls import Call
+from envhub.client.errors import from_rpc_error
+from envhub.client.transport import AioChannelTransport
 from envhub.core import errors
 from envhub.v1 import envhub_pb2 as pb
-from envhub.v1 import envhub_pb2_grpc as pb_grpc
-
-Decode = Callable[[Any], Any]
-"""Turns the unary response message inside a stream response into the client's typed result."""
-
-
-def _decode(response: pb.SessionStreamResponse, field: str, decode: Decode) -> Any:
-    """The typed result of `response`, which answers a `field` call; raises the `EnvhubError` it carries."""
-    outcome = response.WhichOneof("outcome")
-    if outcome == "error":
-        raise from_status(response.error)
-    if outcome != field:
-        raise errors.EnvhubError(
-            grpc.StatusCode.INTERNAL, f"a {field} call was answered with {outcome!r}", "STREAM_PROTOCOL"
-        )
-    return decode(getattr(response, field))
 
 
 def stream_broken(exc: grpc.RpcError) -> errors.EnvhubError:
@@ -52,24 +40,20 @@ def stream_broken(exc: grpc.RpcError) -> errors.EnvhubError:
     )
 
 
-def _step_request(session_id: str, action: str, admissible: bool) -> pb.StepRequest:
-    return pb.StepRequest(session_id=session_id, action=action, include_admissible_actions=admissible)
+class StreamTransport:
+    """Session calls over one SessionStream; other calls over `unary`.
 
-
-class SessionStreamClient:
-    """Session calls over one SessionStream; open it with `async with AsyncEnvhubClient(...).stream() as s`.
-
-    Methods mirror `AsyncEnvhubClient`'s session methods and return the same typed results.
     `timeout` bounds the wait for each answer (DEADLINE_EXCEEDED); unlike a unary deadline it
-    does not stop the server, which still runs the call and its answer is dropped.
+    does not stop the server, which still runs the call (a retried step is then answered
+    from the session's memory of its request_id).
     """
 
-    def __init__(self, stub: pb_grpc.EnvHubStub, metadata: tuple[tuple[str, str], ...], timeout: float) -> None:
-        self._stub = stub
-        self._metadata = metadata
-        self.timeout = timeout
+    def __init__(self, unary: AioChannelTransport, timeout: float | None = None) -> None:
+        self._unary = unary
+        self.timeout = timeout or unary.timeout
+        self.policy = unary.policy
         self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[asyncio.Future[Any], str, Decode]] = {}
+        self._pending: dict[int, asyncio.Future[pb.SessionStreamResponse]] = {}
         self._outbox: asyncio.Queue[pb.SessionStreamRequest | None] = asyncio.Queue()
         self._call: Any = None
         self._reader: asyncio.Task[None] | None = None
@@ -77,13 +61,17 @@ class SessionStreamClient:
 
     # ------------------------------------------------------------------ lifetime
 
-    async def open(self) -> SessionStreamClient:
+    async def open(self) -> None:
         """Start the stream (done by `async with`)."""
         if self._call is not None:
-            raise RuntimeError("this SessionStreamClient is already open")
-        self._call = self._stub.SessionStream(self._requests(), metadata=self._metadata)
+            raise RuntimeError("this session stream is already open")
+        stream = self._unary.channel.stream_stream(
+            "/envhub.v1.EnvHub/SessionStream",
+            request_serializer=lambda message: message.SerializeToString(),
+            response_deserializer=pb.SessionStreamResponse.FromString,
+        )
+        self._call = stream(self._requests(), metadata=self._unary.metadata)
         self._reader = asyncio.create_task(self._read())
-        return self
 
     async def aclose(self, cancel: bool = False) -> None:
         """Half-close and wait for every answer; with `cancel`, drop the stream and fail unanswered calls."""
@@ -93,14 +81,6 @@ class SessionStreamClient:
             self._call.cancel()
         self._outbox.put_nowait(None)
         await asyncio.wait([self._reader])
-
-    async def __aenter__(self) -> SessionStreamClient:
-        return await self.open()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose(cancel=exc_type is not None)
 
     @property
     def pending(self) -> int:
@@ -114,14 +94,9 @@ class SessionStreamClient:
     async def _read(self) -> None:
         try:
             async for response in self._call:
-                entry = self._pending.pop(response.call_id, None)
-                if entry is None or entry[0].done():  # the caller stopped waiting
-                    continue
-                future, field, decode = entry
-                try:
-                    future.set_result(_decode(response, field, decode))
-                except errors.EnvhubError as exc:
-                    future.set_exception(exc)
+                future = self._pending.pop(response.call_id, None)
+                if future is not None and not future.done():  # else the caller stopped waiting
+                    future.set_result(response)
             self._fail(errors.unavailable("the session stream ended before answering", "STREAM_ENDED"))
         except grpc.aio.AioRpcError as exc:
             self._fail(stream_broken(exc))
@@ -133,104 +108,39 @@ class SessionStreamClient:
     def _fail(self, error: errors.EnvhubError) -> None:
         self._broken = error
         pending, self._pending = self._pending, {}
-        for future, _, _ in pending.values():
+        for future in pending.values():
             if not future.done():
                 future.set_exception(error)
 
     # ------------------------------------------------------------------ calls
 
-    async def _submit(self, field: str, message: Any, decode: Decode, timeout: float | None) -> Any:
+    async def send(self, call: Call[Any]) -> Message:
+        if call.method not in stream_wire.FIELDS:
+            return await self._unary.send(call)
+        for attempt in itertools.count():
+            try:
+                return await self._submit(call)
+            except errors.EnvhubError as error:
+                if error.reason.startswith("STREAM_") or not self.policy.should_retry(call.retry, error, attempt):
+                    raise
+            await asyncio.sleep(self.policy.delay_s(attempt))
+        raise AssertionError("unreachable")
+
+    async def _submit(self, call: Call[Any]) -> Message:
         if self._broken is not None:
             raise self._broken
         if self._reader is None:
             raise RuntimeError("open the stream first: `async with client.stream() as stream: ...`")
-        request_id = next(self._ids)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = (future, field, decode)
-        request = pb.SessionStreamRequest(call_id=request_id)
-        getattr(request, field).CopyFrom(message)
-        self._outbox.put_nowait(request)
+        call_id = next(self._ids)
+        future: asyncio.Future[pb.SessionStreamResponse] = asyncio.get_running_loop().create_future()
+        self._pending[call_id] = future
+        self._outbox.put_nowait(stream_wire.wrap(call_id, call))
         try:
-            async with asyncio.timeout(timeout or self.timeout):
-                return await future
+            async with asyncio.timeout(call.timeout or self.timeout):
+                return stream_wire.unwrap(await future, call.method)
         except TimeoutError:
             raise errors.EnvhubError(
-                grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer to {field} within the timeout", "DEADLINE_EXCEEDED"
+                grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer to {call.method} within the timeout", "DEADLINE_EXCEEDED"
             ) from None
         finally:
-            self._pending.pop(request_id, None)
-
-    async def create_session(
-        self,
-        environment: str,
-        *,
-        task_id: str | None = None,
-        split: str | None = None,
-        index: int | None = None,
-        seed: int = 0,
-        options: Mapping[str, str] | None = None,
-        max_steps: int = 0,
-        admissible: bool = False,
-        timeout: float | None = None,
-    ) -> types.SessionStart:
-        """Start a session on a task (`task_id`, or `split` and `index`)."""
-        request = convert.create_request(environment, task_id, split, index, seed, options, max_steps, admissible)
-        result: types.SessionStart = await self._submit("create", request, convert.session_start, timeout)
-        return result
-
-    async def reset_session(
-        self,
-        session_id: str,
-        *,
-        task_id: str | None = None,
-        split: str | None = None,
-        index: int | None = None,
-        seed: int | None = None,
-        admissible: bool = False,
-        timeout: float | None = None,
-    ) -> types.SessionStart:
-        """Reset onto the same task and seed, or onto the ones given."""
-        request = convert.reset_request(session_id, task_id, split, index, seed, admissible)
-        result: types.SessionStart = await self._submit(
-            "reset", request, lambda message: convert.reset_start(session_id, message), timeout
-        )
-        return result
-
-    async def step(
-        self, session_id: str, action: str, *, admissible: bool = False, timeout: float | None = None
-    ) -> types.StepResult:
-        """Send one action to a session."""
-        result: types.StepResult = await self._submit(
-            "step", _step_request(session_id, action, admissible), convert.step, timeout
-        )
-        return result
-
-    async def close_session(self, session_id: str, timeout: float | None = None) -> None:
-        await self._submit("close", pb.CloseSessionRequest(session_id=session_id), lambda _: None, timeout)
-
-
-def step_round(
-    stub: pb_grpc.EnvHubStub,
-    metadata: tuple[tuple[str, str], ...],
-    steps: Sequence[tuple[str, str]],
-    admissible: bool,
-    timeout: float,
-) -> list[types.StepResult | errors.EnvhubError]:
-    """One blocking SessionStream carrying `steps` ((session_id, action) pairs); results in `steps` order,
-    a failed step as its `EnvhubError`. A failure of the stream itself raises the error of the call."""
-    requests = [
-        pb.SessionStreamRequest(call_id=index, step=_step_request(session_id, action, admissible))
-        for index, (session_id, action) in enumerate(steps)
-    ]
-    results: dict[int, types.StepResult | errors.EnvhubError] = {}
-    try:
-        for response in stub.SessionStream(iter(requests), timeout=timeout, metadata=metadata):
-            try:
-                results[response.call_id] = _decode(response, "step", convert.step)
-            except errors.EnvhubError as exc:
-                results[response.call_id] = exc
-    except grpc.RpcError as exc:
-        raise from_rpc_error(exc) from None
-    if len(results) != len(requests):
-        raise errors.unavailable("the session stream ended before answering every step", "STREAM_ENDED")
-    return [results[index] for index in range(len(requests))]
+            self._pending.pop(call_id, None)

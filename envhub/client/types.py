@@ -43,6 +43,30 @@ TaskInfo = TaskSpec
 
 
 @dataclass(frozen=True)
+class TaskRef:
+    """Which task to play: `TaskRef("boil/3")` by id, or `TaskRef(split="train", index=3)` by position.
+
+    Every client method taking a task accepts a `TaskRef` or a plain task id string.
+    """
+
+    task_id: str = ""
+    split: str = ""
+    index: int | None = None
+
+    def __post_init__(self) -> None:
+        by_position = bool(self.split) or self.index is not None
+        if bool(self.task_id) == by_position or (by_position and (not self.split or self.index is None)):
+            raise ValueError("a TaskRef names a task_id, or a split and an index, not both")
+
+    @classmethod
+    def of(cls, task: TaskRef | TaskSpec | str) -> TaskRef:
+        """A reference to `task`: a TaskRef, a TaskInfo (by its id) or a task id."""
+        if isinstance(task, TaskRef):
+            return task
+        return cls(task.task_id if isinstance(task, TaskSpec) else task)
+
+
+@dataclass(frozen=True)
 class Observation:
     """What the agent sees; `admissible_actions` is None unless it was requested."""
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envhub.client import EnvhubClient, EnvhubError, EnvhubPool, Observation, StepResult
+from envhub.client import EnvhubClient, EnvhubPool, Observation, StepResult, TaskRef
 
 
 @dataclass(frozen=True)
@@ -87,15 +87,11 @@ class Episodes:
         """The ids of the environment's tasks (of one split when given)."""
         return [task.task_id for task in self.client.list_tasks(self.environment, split)]
 
-    def start(
-        self, task_id: str | None = None, *, split: str | None = None, index: int | None = None, seed: int = 0
-    ) -> Turn:
-        """A new episode on a task (`task_id`, or `split` and `index`)."""
+    def start(self, task: TaskRef | str, *, seed: int = 0) -> Turn:
+        """A new episode on a task (a task id, or `TaskRef(split=..., index=...)`)."""
         start = self.client.create_session(
             self.environment,
-            task_id=task_id,
-            split=split,
-            index=index,
+            task,
             seed=seed,
             options=self.options,
             max_steps=self.max_steps,
@@ -103,19 +99,9 @@ class Episodes:
         )
         return _turn(start.session_id, start.observation)
 
-    def reset(
-        self,
-        session_id: str,
-        *,
-        task_id: str | None = None,
-        split: str | None = None,
-        index: int | None = None,
-        seed: int | None = None,
-    ) -> Turn:
+    def reset(self, session_id: str, *, task: TaskRef | str | None = None, seed: int | None = None) -> Turn:
         """Restart an episode in place, on the same task or on the one given."""
-        start = self.client.reset_session(
-            session_id, task_id=task_id, split=split, index=index, seed=seed, admissible=self.admissible
-        )
+        start = self.client.reset_session(session_id, task=task, seed=seed, admissible=self.admissible)
         return _turn(session_id, start.observation)
 
     def step(self, session_id: str, action: str) -> Turn:
@@ -135,10 +121,7 @@ class Episodes:
 
     def step_each(self, steps: Sequence[tuple[str, str]]) -> list[Turn | EnvhubError]:
         """`step_many` with each failed step's `EnvhubError` in its turn's place (one round per replica)."""
-        if isinstance(self.client, EnvhubPool):
-            results = self.client.step_many(steps, admissible=self.admissible)
-        else:
-            results = self.client.step_many(steps, admissible=self.admissible, return_errors=True)
+        results = self.client.step_many(steps, admissible=self.admissible, return_errors=True)
         return [
             result if isinstance(result, EnvhubError) else _turn(session_id, result.observation, result)
             for (session_id, _), result in zip(steps, results, strict=True)

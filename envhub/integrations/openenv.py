@@ -27,6 +27,7 @@ from openenv.core.env_server.serialization import deserialize_action, serialize_
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
+from envhub.client import TaskRef
 from envhub.integrations.episodes import Episodes, Turn
 
 
@@ -110,12 +111,11 @@ class EnvhubEnvironment(Environment[EnvhubAction, EnvhubObservation, EnvhubState
         """Start or restart the episode (`episode_id` is ignored: envhub names its sessions)."""
         if task_id is None and index is None:
             task_id = self._next_task()
+        task = TaskRef(task_id) if task_id else TaskRef(split=split or "", index=index)
         if self._turn is None:
-            self._turn = self.episodes.start(task_id, split=split, index=index, seed=seed or 0)
+            self._turn = self.episodes.start(task, seed=seed or 0)
         else:
-            self._turn = self.episodes.reset(
-                self._turn.session_id, task_id=task_id, split=split, index=index, seed=seed
-            )
+            self._turn = self.episodes.reset(self._turn.session_id, task=task, seed=seed)
         self._task_id = task_id or f"{split}/{index}"
         return _observation(self._turn)
 

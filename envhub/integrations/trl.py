@@ -204,6 +204,8 @@ class EnvhubToolEnv:
 
     def reset(self, task_id: str | None = None, seed: int = 0, **row: Any) -> str:
         """Start the row's task (closing the previous episode) and return its first observation."""
+        if task_id is None:
+            raise ValueError("each dataset row needs a task_id column naming the envhub task")
         if self._turn is not None:
             self._episodes.end(self._turn.session_id)
         self._turn = self._episodes.start(task_id, seed=seed)

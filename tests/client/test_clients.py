@@ -10,7 +10,7 @@ import grpc
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from envhub.client import AsyncEnvhubClient, EnvhubClient, EnvhubError, EnvhubPool
+from envhub.client import AsyncEnvhubClient, EnvhubClient, EnvhubError, EnvhubPool, TaskRef
 from envhub.gym import EnvhubGymEnv
 from envhub.server.background import BackgroundServer
 
@@ -43,7 +43,7 @@ def test_error_pickles_with_its_details() -> None:
 def test_pool_places_routes_and_restores_across_replicas(replicas: list[BackgroundServer]) -> None:
     with EnvhubPool([server.target for server in replicas]) as pool:
         assert sorted(pool.replicas) == sorted(server.replica_id for server in replicas)
-        starts = [pool.create_session("scienceworld", task_id="boil/0", seed=1) for _ in range(2)]
+        starts = [pool.create_session("scienceworld", task="boil/0", seed=1) for _ in range(2)]
         owners = {start.session_id.split(".")[0] for start in starts}
         assert owners == set(pool.replicas)  # one on each replica
         source = starts[0].session_id
@@ -65,9 +65,9 @@ def test_pool_places_routes_and_restores_across_replicas(replicas: list[Backgrou
 def test_async_client_plays_and_raises_envhub_errors(replicas: list[BackgroundServer]) -> None:
     async def scenario() -> None:
         async with AsyncEnvhubClient(replicas[0].target) as client:
-            replica, environments = await client.list_environments()
-            assert replica == replicas[0].replica_id and environments[0].name == "scienceworld"
-            start = await client.create_session("scienceworld", split="train", index=0, admissible=True)
+            environments = await client.list_environments()
+            assert await client.replica_id() == replicas[0].replica_id and environments[0].name == "scienceworld"
+            start = await client.create_session("scienceworld", task=TaskRef(split="train", index=0), admissible=True)
             assert start.task.task_id == "boil/0" and start.observation.admissible_actions
             results = await asyncio.gather(*(client.step(start.session_id, "look around") for _ in range(3)))
             assert [result.observation.step_index for result in results] == [1, 2, 3]  # pipelined, in order
@@ -84,7 +84,7 @@ def test_async_client_plays_and_raises_envhub_errors(replicas: list[BackgroundSe
 
 def test_gymnasium_adapter_passes_check_env(replicas: list[BackgroundServer]) -> None:
     with EnvhubClient(replicas[0].target) as client:
-        env = EnvhubGymEnv(client, "scienceworld", task_id="boil/0", render_mode="ansi")
+        env = EnvhubGymEnv(client, "scienceworld", "boil/0", render_mode="ansi")
         check_env(env, skip_render_check=False)
         observation, info = env.reset(seed=5)
         assert observation == env.render() and info["task_id"] == "boil/0"

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 
-from envhub.client import AsyncEnvhubClient, EnvhubClient, EnvhubError, EnvhubPool, StepResult
+from envhub.client import AsyncEnvhubClient, EnvhubClient, EnvhubError, EnvhubPool, RetryPolicy, StepResult, TaskRef
+from envhub.client.stream import StreamTransport
 from envhub.server.background import BackgroundServer
+from envhub.testing import REFERENCE, Gate
 
 ACTIONS = ["open door to kitchen", "go to kitchen", "look around", "pick up thermometer"]
 
@@ -27,18 +30,18 @@ def client(server: BackgroundServer) -> Iterator[EnvhubClient]:
 
 
 def test_stream_results_equal_unary_results(server: BackgroundServer, client: EnvhubClient) -> None:
-    unary = client.create_session("scienceworld", task_id="boil/0", seed=4, admissible=True)
+    unary = client.create_session("scienceworld", task="boil/0", seed=4, admissible=True)
     want = [client.step(unary.session_id, action, admissible=index == 2) for index, action in enumerate(ACTIONS)]
-    want_reset = client.reset_session(unary.session_id, split="dev", index=1, seed=2)
+    want_reset = client.reset_session(unary.session_id, task=TaskRef(split="dev", index=1), seed=2)
 
     async def scenario() -> None:
         async with AsyncEnvhubClient(server.target) as aio, aio.stream() as stream:
-            start = await stream.create_session("scienceworld", task_id="boil/0", seed=4, admissible=True)
+            start = await stream.create_session("scienceworld", task="boil/0", seed=4, admissible=True)
             assert (start.task, start.observation) == (unary.task, unary.observation)
             got = [await stream.step(start.session_id, a, admissible=i == 2) for i, a in enumerate(ACTIONS)]
             assert got == want
             assert got[2].observation.admissible_actions and got[3].observation.admissible_actions is None
-            reset = await stream.reset_session(start.session_id, split="dev", index=1, seed=2)
+            reset = await stream.reset_session(start.session_id, task=TaskRef(split="dev", index=1), seed=2)
             assert (reset.session_id, reset.task, reset.observation) == (
                 start.session_id,
                 want_reset.task,
@@ -51,7 +54,7 @@ def test_stream_results_equal_unary_results(server: BackgroundServer, client: En
 
 
 def test_errors_are_per_request_and_match_unary_errors(server: BackgroundServer, client: EnvhubClient) -> None:
-    session_id = client.create_session("scienceworld", task_id="boil/0").session_id
+    session_id = client.create_session("scienceworld", task="boil/0").session_id
     bad_calls = [("nosuch.x", "look around"), (session_id, ""), (session_id, "x" * 5000)]
     unary_errors = []
     for bad_session, action in bad_calls:
@@ -61,7 +64,8 @@ def test_errors_are_per_request_and_match_unary_errors(server: BackgroundServer,
     assert [reason for _, reason in unary_errors] == ["SESSION_NOT_FOUND", "EMPTY_ACTION", "ACTION_TOO_LONG"]
 
     async def scenario() -> None:
-        async with AsyncEnvhubClient(server.target) as aio, aio.stream() as stream:
+        once = RetryPolicy(attempts=1)  # so the deadline below is not retried
+        async with AsyncEnvhubClient(server.target, policy=once) as aio, aio.stream() as stream:
             outcomes = await asyncio.gather(
                 *(stream.step(bad_session, action) for bad_session, action in bad_calls),
                 stream.step(session_id, "look around"),
@@ -76,7 +80,7 @@ def test_errors_are_per_request_and_match_unary_errors(server: BackgroundServer,
             with pytest.raises(EnvhubError) as caught:
                 await stream.close_session(session_id)
             assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
-            assert (await stream.create_session("scienceworld", task_id="boil/0")).observation.step_index == 0
+            assert (await stream.create_session("scienceworld", task="boil/0")).observation.step_index == 0
 
     asyncio.run(scenario())
 
@@ -85,12 +89,12 @@ def test_many_sessions_interleave_on_one_stream(server: BackgroundServer) -> Non
     async def scenario() -> None:
         async with AsyncEnvhubClient(server.target) as aio, aio.stream() as stream:
             starts = await asyncio.gather(
-                *(stream.create_session("scienceworld", task_id="boil/0", seed=seed) for seed in range(6))
+                *(stream.create_session("scienceworld", task="boil/0", seed=seed) for seed in range(6))
             )
             # every session's steps are sent at once: pipelined within a session, concurrent across them
             calls = [stream.step(s.session_id, action) for action in ACTIONS for s in starts]
             results = await asyncio.gather(*calls)
-            assert stream.pending == 0
+            assert isinstance(stream.transport, StreamTransport) and stream.transport.pending == 0
             by_session = [results[index :: len(starts)] for index in range(len(starts))]
             for steps in by_session:
                 assert [step.observation.step_index for step in steps] == [1, 2, 3, 4]
@@ -101,13 +105,15 @@ def test_many_sessions_interleave_on_one_stream(server: BackgroundServer) -> Non
 
 
 def test_step_many_on_the_sync_client_and_the_pool(server: BackgroundServer, client: EnvhubClient) -> None:
-    sessions = [client.create_session("scienceworld", task_id="boil/0", seed=1).session_id for _ in range(3)]
-    reference = client.create_session("scienceworld", task_id="boil/0", seed=1).session_id
+    sessions = [client.create_session("scienceworld", task="boil/0", seed=1).session_id for _ in range(3)]
+    reference = client.create_session("scienceworld", task="boil/0", seed=1).session_id
     want = [client.step(reference, action) for action in ACTIONS[:2]]
     first = client.step_many([(session_id, ACTIONS[0]) for session_id in sessions])
     assert first == [want[0]] * 3
     with EnvhubPool([server.target]) as pool:
-        mixed = pool.step_many([(sessions[0], ACTIONS[1]), ("elsewhere.1", "look"), (sessions[1], "")])
+        mixed = pool.step_many(
+            [(sessions[0], ACTIONS[1]), ("elsewhere.1", "look"), (sessions[1], "")], return_errors=True
+        )
     assert mixed[0] == want[1]
     assert isinstance(mixed[1], EnvhubError) and mixed[1].reason == "UNKNOWN_REPLICA"
     assert isinstance(mixed[2], EnvhubError) and mixed[2].reason == "EMPTY_ACTION"
@@ -119,31 +125,35 @@ def test_step_many_on_the_sync_client_and_the_pool(server: BackgroundServer, cli
         client.close_session(session_id)
 
 
-def test_a_broken_stream_fails_pending_and_later_calls_with_unavailable() -> None:
-    server = BackgroundServer.local("scienceworld", token="secret")
+def test_a_broken_stream_fails_pending_and_later_calls_with_unavailable(tmp_path: Path) -> None:
+    gate = Gate.create(tmp_path / "gate")
+    server = BackgroundServer.local(
+        REFERENCE, token="secret", environment_config={REFERENCE: {"gate": str(gate.folder)}}
+    )
 
     async def scenario() -> None:
         async with AsyncEnvhubClient(server.target) as anonymous, anonymous.stream() as stream:
             with pytest.raises(EnvhubError) as caught:
-                await stream.create_session("scienceworld", task_id="boil/0")
+                await stream.create_session("toy", task="train-count/0")
             assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "STREAM_BROKEN")
             # grpc 1.85 sometimes reports a stream refused at once as INTERNAL "Internal error from Core"
             assert caught.value.metadata["cause_code"] in ("UNAUTHENTICATED", "INTERNAL")
         async with AsyncEnvhubClient(server.target, token="secret") as aio, aio.stream() as stream:
-            start = await stream.create_session("scienceworld", task_id="boil/0", max_steps=10**6)
-            steps = [stream.step(start.session_id, "look around") for _ in range(200)]  # about a second of work
-            pending = asyncio.gather(*steps, return_exceptions=True)
-            await asyncio.sleep(0.05)
-            await asyncio.get_running_loop().run_in_executor(None, server.stop)
-            outcomes = await pending
-            lost = [outcome for outcome in outcomes if not isinstance(outcome, StepResult)]
-            assert lost and all(isinstance(error, EnvhubError) for error in lost)
-            assert {(error.code, error.reason) for error in lost if isinstance(error, EnvhubError)} == {
-                (grpc.StatusCode.UNAVAILABLE, "STREAM_BROKEN")
-            }
+            start = await stream.create_session("toy", task="train-count/0")
+            blocked = asyncio.ensure_future(stream.step(start.session_id, "wait"))
+            queued = asyncio.ensure_future(stream.step(start.session_id, "inc"))
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, gate.wait_entered)  # both steps are at the server, one inside the env
+            stopping = loop.run_in_executor(None, server.stop)  # cancels the calls in flight
+            outcomes = await asyncio.gather(blocked, queued, return_exceptions=True)
+            for error in outcomes:
+                assert isinstance(error, EnvhubError), error
+                assert (error.code, error.reason) == (grpc.StatusCode.UNAVAILABLE, "STREAM_BROKEN")
             with pytest.raises(EnvhubError) as caught:
-                await stream.step(start.session_id, "look around")
+                await stream.step(start.session_id, "inc")
             assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "STREAM_BROKEN")
+            await loop.run_in_executor(None, gate.release)  # lets the stopping worker finish its step
+            await stopping
 
     try:
         asyncio.run(scenario())

@@ -19,7 +19,7 @@ def test_sigterm_drains_in_flight_calls_then_exits_zero() -> None:
 
         def create() -> None:
             try:  # a fresh worker's first ScienceWorld reset takes seconds
-                outcome.append(client.create_session("scienceworld", task_id="mendelian-genetics-known-plant/0"))
+                outcome.append(client.create_session("scienceworld", task="mendelian-genetics-known-plant/0"))
             except BaseException as error:  # handed to the test thread
                 outcome.append(error)
 

@@ -17,7 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from envhub.client import EnvhubClient, EnvhubError
+from envhub.client import EnvhubClient, EnvhubError, RetryPolicy
 from envhub.server.background import BackgroundServer
 
 TOKEN = "s3cret-token"
@@ -84,7 +84,7 @@ def test_health_answers_without_token_and_reflection_lists_services(server: Back
 
 
 def test_metrics_count_steps_and_sessions(server: BackgroundServer, client: EnvhubClient) -> None:
-    start = client.create_session("scienceworld", task_id="boil/0")
+    start = client.create_session("scienceworld", task="boil/0")
     client.step(start.session_id, "look around")
     with pytest.raises(EnvhubError):
         client.step(start.session_id, "")
@@ -97,8 +97,8 @@ def test_metrics_count_steps_and_sessions(server: BackgroundServer, client: Envh
 
 
 def test_reaper_closes_idle_sessions(client: EnvhubClient) -> None:
-    start = client.create_session("scienceworld", task_id="boil/0")
-    kept = client.create_session("scienceworld", task_id="boil/0")
+    start = client.create_session("scienceworld", task="boil/0")
+    kept = client.create_session("scienceworld", task="boil/0")
     deadline = time.monotonic() + 3 * IDLE_S
     while time.monotonic() < deadline:  # keep one busy while the other idles
         client.step(kept.session_id, "look around")
@@ -109,17 +109,18 @@ def test_reaper_closes_idle_sessions(client: EnvhubClient) -> None:
     client.close_session(kept.session_id)
 
 
-def test_deadline_is_honoured_and_session_survives(client: EnvhubClient) -> None:
-    start = client.create_session("scienceworld", task_id="boil/0")
-    with pytest.raises(EnvhubError) as caught:
-        client.step(start.session_id, "look around", timeout=0.001)
-    assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert client.step(start.session_id, "look around").observation.step_index >= 1
-    client.close_session(start.session_id)
+def test_deadline_is_honoured_and_session_survives(server: BackgroundServer, tls: bytes) -> None:
+    with EnvhubClient(server.target, token=TOKEN, tls=tls, policy=RetryPolicy(attempts=1)) as client:
+        start = client.create_session("scienceworld", task="boil/0")
+        with pytest.raises(EnvhubError) as caught:
+            client.step(start.session_id, "look around", timeout=0.001)
+        assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert client.step(start.session_id, "look around").observation.step_index >= 1
+        client.close_session(start.session_id)
 
 
 def test_dead_worker_loses_its_sessions_and_is_restarted(server: BackgroundServer, client: EnvhubClient) -> None:
-    start = client.create_session("scienceworld", task_id="boil/0")
+    start = client.create_session("scienceworld", task="boil/0")
     [worker] = server.server.pool.workers()
     assert worker.pid is not None
     os.kill(worker.pid, signal.SIGKILL)
@@ -129,7 +130,7 @@ def test_dead_worker_loses_its_sessions_and_is_restarted(server: BackgroundServe
     deadline = time.monotonic() + 90
     while True:  # the restarted worker serves new sessions
         try:
-            fresh = client.create_session("scienceworld", task_id="boil/0")
+            fresh = client.create_session("scienceworld", task="boil/0")
             break
         except EnvhubError as error:
             assert error.code == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline

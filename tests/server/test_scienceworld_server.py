@@ -43,7 +43,7 @@ def client(server: BackgroundServer) -> Iterator[EnvhubClient]:
 
 def test_discovery(client: EnvhubClient, server: BackgroundServer) -> None:
     [info] = client.list_environments()
-    assert info.name == "scienceworld" and client.replica_id == server.replica_id
+    assert info.name == "scienceworld" and client.replica_id() == server.replica_id
     assert info.capabilities.expert and info.capabilities.admissible_actions
     train = client.list_tasks("scienceworld", "train")
     assert len(train) == info.splits["train"] and train[0].index == 0
@@ -54,7 +54,7 @@ def test_episode_over_grpc_equals_in_process(client: EnvhubClient) -> None:
     kind = kind_class("scienceworld")()
     try:
         local = Session.start(kind, kind.task("boil/0"), seed=3)
-        remote = client.create_session("scienceworld", task_id="boil/0", seed=3, admissible=True)
+        remote = client.create_session("scienceworld", task="boil/0", seed=3, admissible=True)
         assert remote.observation.text == local.observation.text
         assert remote.observation.task_description == local.observation.task_description
         assert set(remote.observation.admissible_actions or ()) == set(local.admissible_actions())
@@ -77,7 +77,7 @@ def test_compliance(client: EnvhubClient) -> None:
 
 
 def test_replay_divergence_is_reported_over_the_wire(client: EnvhubClient) -> None:
-    start = client.create_session("scienceworld", task_id="boil/0")
+    start = client.create_session("scienceworld", task="boil/0")
     client.step(start.session_id, "open door to kitchen")
     signer = SnapshotSigner(KEY)
     state = signer.verify(client.snapshot(start.session_id).data)

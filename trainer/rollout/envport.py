@@ -51,7 +51,7 @@ class ClientEnvPort:
     def create(self, task_id: str, *, seed: int, max_steps: int, admissible: bool) -> EnvView:
         start = self.client.create_session(
             self.environment,
-            task_id=task_id,
+            task=task_id,
             seed=seed,
             max_steps=max_steps,
             admissible=admissible,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from envhub.client import EnvhubClient
+from envhub.client import EnvhubClient, TaskRef
 from envhub.compliance import ComplianceSpec, run_all
 from envhub.core.session import Session
 from envhub.envs.alfworld.generator.splits import task_types
@@ -68,7 +68,7 @@ def test_compliance(client: EnvhubClient, plans: dict[str, list[str]]) -> None:
 def test_episode_over_grpc_equals_in_process(client: EnvhubClient, kind: AlfWorldKind) -> None:
     task = kind.tasks("valid_unseen")[5]
     local = Session.start(kind, task, seed=1)
-    remote = client.create_session("alfworld", task_id=task.task_id, seed=1, admissible=True)
+    remote = client.create_session("alfworld", task=task.task_id, seed=1, admissible=True)
     assert remote.observation.text == local.observation.text
     assert remote.observation.task_description == local.observation.task_description
     assert list(remote.observation.admissible_actions or ()) == local.admissible_actions()
@@ -93,9 +93,7 @@ def test_episode_over_grpc_equals_in_process(client: EnvhubClient, kind: AlfWorl
 
 def test_planner_solves_every_task_type_through_the_server(client: EnvhubClient, plans: dict[str, list[str]]) -> None:
     for task_id, plan in plans.items():
-        start = client.create_session(
-            "alfworld", task_id=task_id, options={"expert": "planner", "success_reward": "10"}
-        )
+        start = client.create_session("alfworld", task=task_id, options={"expert": "planner", "success_reward": "10"})
         actions = []
         result = None
         while result is None or not result.done:
@@ -106,7 +104,7 @@ def test_planner_solves_every_task_type_through_the_server(client: EnvhubClient,
 
 
 def test_gymnasium_adapter_passes_check_env(client: EnvhubClient) -> None:
-    env = EnvhubGymEnv(client, "alfworld", split="valid_seen", index=0, admissible=True, render_mode="ansi")
+    env = EnvhubGymEnv(client, "alfworld", TaskRef(split="valid_seen", index=0), admissible=True, render_mode="ansi")
     check_env(env, skip_render_check=False)
     observation, info = env.reset(seed=1)
     assert "Your task is to:" in observation and info["admissible_actions"]

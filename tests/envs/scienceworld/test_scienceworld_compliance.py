@@ -35,7 +35,7 @@ def test_compliance(client: EnvhubClient) -> None:
 def test_gold_episode_over_grpc_equals_in_process(client: EnvhubClient, kind: ScienceWorldKind) -> None:
     task = kind.task("boil/2")
     local = Session.start(kind, task, seed=4)
-    remote = client.create_session("scienceworld", task_id=task.task_id, seed=4)
+    remote = client.create_session("scienceworld", task=task.task_id, seed=4)
     assert remote.observation.text == local.observation.text
     assert remote.observation.task_description == local.observation.task_description
     gold = local.expert_actions()

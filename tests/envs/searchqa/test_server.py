@@ -46,7 +46,7 @@ def test_compliance(client: EnvhubClient, kind: SearchQAKind) -> None:
 def test_gold_episodes_over_grpc_score_one_with_the_intended_searches(client: EnvhubClient, kind: SearchQAKind) -> None:
     for family, least in (("popqa", 1), ("2wikimultihopqa", 2), ("musique", 3), ("bamboogle", 2)):
         task_id = _first(kind, family)
-        start = client.create_session("searchqa", task_id=task_id)
+        start = client.create_session("searchqa", task=task_id)
         gold = client.expert_actions(start.session_id)
         for action in gold:
             result = client.step(start.session_id, action)
@@ -58,7 +58,7 @@ def test_gold_episodes_over_grpc_score_one_with_the_intended_searches(client: En
 
 def test_gymnasium_adapter_passes_check_env(client: EnvhubClient, kind: SearchQAKind) -> None:
     task_id = next(s.task_id for s in kind.tasks("test") if s.description.isascii())
-    env = EnvhubGymEnv(client, "searchqa", task_id=task_id, render_mode="ansi")
+    env = EnvhubGymEnv(client, "searchqa", task_id, render_mode="ansi")
     check_env(env, skip_render_check=False)
     observation, info = env.reset(seed=1)
     assert observation.endswith("?") and info["task_id"] == task_id
@@ -102,7 +102,7 @@ def test_retriever_down_is_unavailable_and_the_session_survives(data_dir: Path, 
         del os.environ[RETRIEVER_ENV]
     with server, EnvhubClient(server.target) as remote_client:
         task_id = _first(kind, "hotpotqa")
-        session_id = remote_client.create_session("searchqa", task_id=task_id).session_id
+        session_id = remote_client.create_session("searchqa", task=task_id).session_id
         gold = remote_client.expert_actions(session_id)
         assert remote_client.step(session_id, gold[0]).observation.text.startswith("<information>Doc 1")
         retriever.stop()

@@ -8,7 +8,7 @@ import grpc
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from envhub.client import EnvhubClient, EnvhubError
+from envhub.client import EnvhubClient, EnvhubError, TaskRef
 from envhub.compliance import ComplianceSpec, run_all
 from envhub.core.session import Session
 from envhub.envs.webshop.kind import WebShopKind
@@ -44,7 +44,7 @@ def test_compliance(client: EnvhubClient, kind: WebShopKind) -> None:
 def test_oracle_episode_over_grpc_scores_one(client: EnvhubClient, kind: WebShopKind) -> None:
     task = kind.tasks("test")[11]
     local = Session.start(kind, task)
-    remote = client.create_session("webshop", task_id=task.task_id, admissible=True)
+    remote = client.create_session("webshop", task=task.task_id, admissible=True)
     assert remote.observation.text == local.observation.text
     assert remote.observation.task_description == kind.catalog.goals["test"][11].instruction
     while True:
@@ -61,7 +61,7 @@ def test_oracle_episode_over_grpc_scores_one(client: EnvhubClient, kind: WebShop
 
 
 def test_malformed_actions_never_break_a_session(client: EnvhubClient) -> None:
-    start = client.create_session("webshop", task_id="test/00003", max_steps=50)
+    start = client.create_session("webshop", task="test/00003", max_steps=50)
     for action in ("click[]", "click[no such thing]", "search[" + "q" * 3000 + "]", "[]", "]["):
         result = client.step(start.session_id, action)
         assert result.observation.text.startswith("Invalid action: ") and not result.done
@@ -74,7 +74,7 @@ def test_malformed_actions_never_break_a_session(client: EnvhubClient) -> None:
 
 
 def test_gymnasium_adapter_passes_check_env(client: EnvhubClient) -> None:
-    env = EnvhubGymEnv(client, "webshop", split="test", index=0, admissible=True, render_mode="ansi")
+    env = EnvhubGymEnv(client, "webshop", TaskRef(split="test", index=0), admissible=True, render_mode="ansi")
     check_env(env, skip_render_check=False)
     observation, info = env.reset(seed=1)
     assert observation.startswith("WebShop [SEP] Instruction:") and info["admissible_actions"] == [
