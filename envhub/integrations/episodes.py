@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envhub.client import EnvhubClient, EnvhubPool, Observation, StepResult, TaskRef
+from envhub.client import EnvhubClient, EnvhubError, EnvhubPool, Observation, StepResult, TaskRef
 
 
 @dataclass(frozen=True)

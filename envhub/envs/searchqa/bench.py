@@ -104,7 +104,7 @@ def episodes(kind: SearchQAKind, count: int, repeat: int) -> dict[str, float]:
         def over_grpc() -> int:
             steps = 0
             for spec in specs:
-                sid = client.create_session("searchqa", task_id=spec.task_id).session_id
+                sid = client.create_session("searchqa", spec.task_id).session_id
                 steps += _gold_episode(functools.partial(client.step, sid), client.expert_actions(sid))
                 client.close_session(sid)
             return steps
@@ -119,12 +119,12 @@ def memory(kind: SearchQAKind, sessions: int) -> dict[str, float]:
         ServerProcess("searchqa", workers=1, max_sessions=sessions + 8) as server,
         EnvhubClient(server.target) as client,
     ):
-        warm = client.create_session("searchqa", task_id=specs[0].task_id).session_id
+        warm = client.create_session("searchqa", specs[0].task_id).session_id
         client.step(warm, client.expert_actions(warm)[0])  # the index is mapped and touched
         idle = server.rss_mb()
         opened = []
         for index in range(sessions):
-            sid = client.create_session("searchqa", task_id=specs[index % len(specs)].task_id).session_id
+            sid = client.create_session("searchqa", specs[index % len(specs)].task_id).session_id
             client.step(sid, client.expert_actions(sid)[0])
             opened.append(sid)
         loaded = server.rss_mb()
