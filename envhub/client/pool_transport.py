@@ -48,6 +48,10 @@ class PoolTransport:
             raise errors.not_found(f"no replica {replica!r} in this pool for session {session_id!r}", "UNKNOWN_REPLICA")
         return replica
 
+    def retire(self, replica: str) -> None:
+        """Place no new session on `replica` (it is draining or gone); its sessions' calls still route there."""
+        self._hosts.pop(replica, None)
+
     def _place(self, environment: str) -> str:
         candidates = [name for name, hosted in self._hosts.items() if not environment or environment in hosted]
         if not candidates:
@@ -66,8 +70,8 @@ class PoolTransport:
     def _merged_environments(self, call: calls.Call[Any]) -> Message:
         merged = pb.ListEnvironmentsResponse()
         seen: set[str] = set()
-        for transport in self.replicas.values():
-            for info in transport.send(call).environments:  # type: ignore[attr-defined]
+        for replica in self._hosts:  # retired replicas are left out
+            for info in self.replicas[replica].send(call).environments:  # type: ignore[attr-defined]
                 if info.name not in seen:
                     seen.add(info.name)
                     merged.environments.append(info)

@@ -1,0 +1,193 @@
+"""`FailoverTransport`: sessions that survive a replica draining or dying, over a `PoolTransport`.
+
+Opt-in crash recovery for one client over several replicas sharing a snapshot key. For every
+session it holds, the transport keeps the latest snapshot (taken every `snapshot_every` steps,
+after creation and after each reset) and the steps taken since, with their results. When a call
+of a session fails with UNAVAILABLE or CANCELLED and its replica then fails a read-only probe
+(it is draining, DRAINING, or gone: SIGKILL, node loss), the transport stops placing sessions
+on that replica, restores the snapshot on another, replays the steps since, checks each replayed
+result equals the recorded one, and sends the call again there. The caller keeps using the
+session id it was given; the transport maps it to the live session. A replay that does not
+reproduce raises FAILED_PRECONDITION (REPLAY_DIVERGED) instead of continuing a different episode.
+
+Costs: one CreateSnapshot per `snapshot_every` steps (ALFWorld snapshots are a few KB), and the
+steps since the last snapshot kept in memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from envhub.client import calls, types
+from envhub.client.endpoints import expand
+from envhub.client.pool_transport import PoolTransport
+from envhub.client.transport import ChannelTransport, Settings
+from envhub.core import errors
+from envhub.core.errors import EnvhubError
+from envhub.v1 import envhub_pb2 as pb
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+FAILED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+"""Codes of a call whose replica may have failed: refused while draining, or cut off by its shutdown or death."""
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass
+class _Session:
+    """What the transport needs to rebuild one session elsewhere."""
+
+    live_id: str
+    """The session id on the replica serving it now."""
+    snapshot: types.Snapshot | None = None
+    replay: list[tuple[calls.Call[types.StepResult], types.StepResult]] = field(default_factory=list)
+    """Steps since `snapshot`, with the results the caller saw."""
+
+
+def _retarget(call: calls.Call[Any], session_id: str) -> calls.Call[Any]:
+    """`call` sent to `session_id` instead (same request otherwise, request_id included)."""
+    if call.session_id == session_id:
+        return call
+    request = type(call.request)()
+    request.CopyFrom(call.request)
+    request.session_id = session_id  # type: ignore[attr-defined]
+    return dataclasses.replace(call, request=request, session_id=session_id)
+
+
+class FailoverTransport:
+    """A blocking transport over a `PoolTransport` that moves sessions off replicas that fail.
+
+    `EnvhubClient(FailoverTransport.over(["dns:///envhub-alfworld:50051"], snapshot_every=2))`.
+    """
+
+    def __init__(self, pool: PoolTransport, snapshot_every: int = 1) -> None:
+        if snapshot_every < 1:
+            raise ValueError("snapshot_every must be at least 1 (a snapshot every k steps)")
+        self.pool = pool
+        self.snapshot_every = snapshot_every
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+        self.recoveries = 0
+        """Sessions moved to another replica so far."""
+
+    @classmethod
+    def over(
+        cls, targets: Sequence[str], snapshot_every: int = 1, settings: Settings | None = None
+    ) -> FailoverTransport:
+        """One channel per replica of `targets` ("dns:///name:port" stands for every address), pooled, with failover."""
+        replicas = [ChannelTransport(target, settings or Settings()) for target in expand(targets)]
+        return cls(PoolTransport(replicas), snapshot_every)
+
+    def send(self, call: calls.Call[Any]) -> Message:
+        session = self._sessions.get(call.session_id) if call.session_id else None
+        if session is None:
+            response = self.pool.send(call)
+        else:
+            try:
+                response = self.pool.send(_retarget(call, session.live_id))
+            except EnvhubError as error:
+                if error.code not in FAILED or not self._replica_failed(self.pool.owner(session.live_id)):
+                    raise
+                if call.method == "CloseSession":  # its replica is gone or leaving: nothing left to close
+                    self._sessions.pop(call.session_id, None)
+                    return pb.CloseSessionResponse()
+                self._recover(call.session_id, session, error)
+                response = self.pool.send(_retarget(call, session.live_id))
+        self._after(call, response)
+        return response
+
+    def step_round(self, steps: Sequence[calls.Call[types.StepResult]]) -> list[types.StepResult | EnvhubError]:
+        """One stream round per replica; failed steps come back as errors (the client resends them)."""
+        live = [
+            _retarget(c, self._sessions[c.session_id].live_id) if c.session_id in self._sessions else c for c in steps
+        ]
+        answers = self.pool.step_round(live)
+        for call, answer in zip(steps, answers, strict=True):
+            if not isinstance(answer, EnvhubError):
+                self._stepped(call, answer)
+        return answers
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _replica_failed(self, replica: str) -> bool:
+        """Whether `replica` is draining or gone (it refuses, or does not answer, a read-only call)."""
+        try:
+            self.pool.replicas[replica].send(calls.list_environments(timeout=PROBE_TIMEOUT_S))
+        except EnvhubError as error:
+            return error.code in FAILED or error.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        return False
+
+    def _run(self, call: calls.Call[R]) -> R:
+        return call.decode(self.pool.send(call))
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def _after(self, call: calls.Call[Any], response: Message) -> None:
+        """Track sessions the call created, changed or closed."""
+        if call.method in ("CreateSession", "RestoreSnapshot"):
+            self._track(call.decode(response).session_id)
+        elif call.method == "ForkSession":
+            for session_id in call.decode(response):
+                self._track(session_id)
+        elif call.method == "ResetSession":
+            self._checkpoint(self._sessions[call.session_id])
+        elif call.method == "Step" and call.session_id in self._sessions:
+            self._stepped(call, call.decode(response))
+        elif call.method == "CloseSession":
+            self._sessions.pop(call.session_id, None)
+
+    def _track(self, session_id: str) -> None:
+        session = _Session(session_id)
+        self._checkpoint(session)
+        with self._lock:
+            self._sessions[session_id] = session
+
+    def _stepped(self, call: calls.Call[types.StepResult], result: types.StepResult) -> None:
+        session = self._sessions.get(call.session_id)
+        if session is None:
+            return
+        session.replay.append((call, result))
+        if len(session.replay) >= self.snapshot_every:
+            try:
+                self._checkpoint(session)
+            except EnvhubError as error:  # the replica is failing: keep the older snapshot and the replay
+                if error.code not in FAILED:
+                    raise
+
+    def _checkpoint(self, session: _Session) -> None:
+        session.snapshot = self._run(calls.snapshot(session.live_id))
+        session.replay.clear()
+
+    # ------------------------------------------------------------ recovery
+
+    def _recover(self, session_id: str, session: _Session, cause: EnvhubError) -> None:
+        """Restore `session` on another replica from its snapshot and replay the steps since."""
+        lost = self.pool.owner(session.live_id)
+        self.pool.retire(lost)
+        if session.snapshot is None:
+            raise errors.unavailable(
+                f"replica {lost!r} of session {session_id!r} failed before a snapshot was taken", "NO_SNAPSHOT"
+            ) from cause
+        start = self._run(calls.restore(session.snapshot))
+        log.warning(
+            "session %s: replica %s failed (%s); restored on %s", session_id, lost, cause.reason, start.session_id
+        )
+        for step, recorded in session.replay:
+            replayed = self._run(_retarget(step, start.session_id))
+            if replayed != recorded:
+                raise errors.failed_precondition(
+                    f"session {session_id!r}: a replayed step on {start.session_id!r} "
+                    f"gave {replayed.observation.text!r}, not {recorded.observation.text!r}",
+                    "REPLAY_DIVERGED",
+                )
+        session.live_id = start.session_id
+        self.recoveries += 1

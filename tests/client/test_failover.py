@@ -1,0 +1,79 @@
+"""Three real replicas, one client: one replica drained (SIGTERM) and one killed (SIGKILL) mid-episode.
+
+Every episode must complete with the same results as an undisturbed run, each step applied
+exactly once (step indices 1..n, in order), none lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+
+import pytest
+
+from envhub.bench.procs import ServerProcess
+from envhub.client import EnvhubClient, types
+from envhub.client.failover import FailoverTransport
+
+EPISODES = 6
+TURNS = 8
+TASKS = [f"valid_seen/{index:05d}" for index in range(EPISODES)]
+
+
+def reference(target: str) -> tuple[list[list[str]], list[list[types.StepResult]]]:
+    """Expert actions and the results of each episode on one undisturbed server."""
+    actions: list[list[str]] = []
+    results: list[list[types.StepResult]] = []
+    with EnvhubClient(target) as client:
+        for task in TASKS:
+            session = client.create_session("alfworld", task, seed=7).session_id
+            actions.append([])
+            results.append([])
+            for _ in range(TURNS):
+                action = client.expert_actions(session)[0]
+                result = client.step(session, action)
+                actions[-1].append(action)
+                results[-1].append(result)
+                if result.done:
+                    break
+            client.close_session(session)
+    return actions, results
+
+
+@pytest.mark.slow
+def test_episodes_survive_a_drained_and_a_killed_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVHUB_SNAPSHOT_KEY", "failover-test-key-shared-by-all-three-replicas")
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(ServerProcess("alfworld")) for _ in range(3)]
+        expected_actions, expected = reference(servers[2].target)
+        assert min(len(actions) for actions in expected_actions) > 4, "episodes must still run when replicas fail"
+        transport = FailoverTransport.over([server.target for server in servers], snapshot_every=3)
+        pool = transport.pool
+        by_replica = {
+            replica: servers[[s.target for s in servers].index(t.target)] for replica, t in pool.replicas.items()
+        }
+        client = stack.enter_context(EnvhubClient(transport))
+        sessions = [client.create_session("alfworld", task, seed=7).session_id for task in TASKS]
+        owners = {session.split(".", 1)[0] for session in sessions}
+        assert owners == set(pool.replicas), "placement should spread the episodes over all three replicas"
+
+        drained = by_replica[sessions[0].split(".", 1)[0]]
+        killed = by_replica[next(s for s in sessions if by_replica[s.split(".", 1)[0]] is not drained).split(".", 1)[0]]
+        got: list[list[types.StepResult]] = [[] for _ in TASKS]
+        for turn in range(TURNS):
+            if turn == 2:
+                drained.process.send_signal(signal.SIGTERM)
+            if turn == 4:
+                killed.process.send_signal(signal.SIGKILL)
+            for episode, session in enumerate(sessions):
+                if turn < len(expected_actions[episode]):
+                    got[episode].append(client.step(session, expected_actions[episode][turn]))
+
+        for episode in range(EPISODES):
+            assert got[episode] == expected[episode], f"episode {episode} differs from the undisturbed run"
+            indices = [result.observation.step_index for result in got[episode]]
+            assert indices == list(range(1, len(expected[episode]) + 1)), f"episode {episode}: steps {indices}"
+        assert transport.recoveries >= 2, "both failed replicas owned sessions that had to move"
+        assert drained.process.wait(timeout=60) == 0, "a drained replica exits 0"
+        for session in sessions:
+            client.close_session(session)
