@@ -7,13 +7,16 @@ exactly once (step indices 1..n, in order), none lost.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 
+import grpc
 import pytest
 
 from envhub.bench.procs import ServerProcess
 from envhub.client import EnvhubClient, types
 from envhub.client.failover import FailoverTransport
+from envhub.core.errors import EnvhubError
 
 EPISODES = 6
 TURNS = 8
@@ -77,3 +80,26 @@ def test_episodes_survive_a_drained_and_a_killed_replica(monkeypatch: pytest.Mon
         assert drained.process.wait(timeout=60) == 0, "a drained replica exits 0"
         for session in sessions:
             client.close_session(session)
+
+
+@pytest.mark.slow
+def test_a_replay_that_does_not_reproduce_is_an_error_not_a_different_episode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVHUB_SNAPSHOT_KEY", "failover-test-key-shared-by-both-replicas")
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(ServerProcess("alfworld")) for _ in range(2)]
+        transport = FailoverTransport.over([server.target for server in servers], snapshot_every=10)
+        client = stack.enter_context(EnvhubClient(transport))
+        session = client.create_session("alfworld", TASKS[0], seed=7).session_id
+        for _ in range(2):
+            client.step(session, client.expert_actions(session)[0])
+        # What the caller saw of the first step no longer matches what a replay gives
+        # (as when an environment is not deterministic).
+        record = transport._sessions[session]
+        call, seen = record.replay[0]
+        record.replay[0] = (call, dataclasses.replace(seen, reward=seen.reward + 1.0))
+        owner = next(s for s in servers if transport.pool.replicas[session.split(".", 1)[0]].target == s.target)
+        owner.process.send_signal(signal.SIGKILL)
+        with pytest.raises(EnvhubError) as diverged:
+            client.step(session, "look")
+        assert diverged.value.code == grpc.StatusCode.FAILED_PRECONDITION
+        assert diverged.value.reason == "REPLAY_DIVERGED"
