@@ -11,7 +11,6 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from envhub.core.errors import EnvhubError
-from envhub.core.registry import KINDS
 from envhub.envs.searchqa import cli as searchqa_cli
 
 DEFAULT_ENV = "scienceworld"
@@ -20,7 +19,24 @@ DEFAULT_ENV = "scienceworld"
 def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="run a server (the default command)")
     p.add_argument(
-        "--env", action="append", choices=sorted(KINDS), help=f"environment to host (repeatable; default {DEFAULT_ENV})"
+        "--env",
+        action="append",
+        help=f"environment to host: a name from `envhub.core.registry.kinds()` (built-ins, entry points) or "
+        f"module:Class (repeatable; default {DEFAULT_ENV})",
+    )
+    p.add_argument(
+        "--env-config",
+        action="append",
+        default=[],
+        help="YAML file mapping environment name -> its settings, e.g. `alfworld: {rooms: small}` (repeatable)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="ENV.KEY=VALUE",
+        help="one environment setting, e.g. alfworld.rooms=small or alfworld.data=/data/alfworld (repeatable; "
+        "overrides --env-config); ListEnvironments shows the settings in effect",
     )
     p.add_argument("--host", default="localhost", help="address to bind (0.0.0.0 for other machines)")
     p.add_argument("--port", type=int, default=50051)
@@ -36,11 +52,18 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--tls-cert", default=None, help="PEM certificate chain (with --tls-key)")
     p.add_argument("--tls-key", default=None, help="PEM private key")
     p.add_argument("--snapshot-key-file", default=None, help="HMAC key shared by replicas (or ENVHUB_SNAPSHOT_KEY)")
+    p.add_argument(
+        "--snapshot-accept-key-file",
+        action="append",
+        default=[],
+        help="a previous snapshot key still accepted (key rotation; repeatable)",
+    )
+    p.add_argument("--port-file", default=None, help="write the bound port here once serving (with --port 0)")
     p.add_argument("--replica-id", default="", help="prefix of session ids (default: random)")
 
 
 def _client_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", default=DEFAULT_ENV, choices=sorted(KINDS))
+    p.add_argument("--env", default=DEFAULT_ENV)
     p.add_argument("--target", default=None, help="host:port of a running server (default: start one here)")
     p.add_argument("--token-file", default=None, help="file with the server's shared token (or set ENVHUB_TOKEN)")
 
@@ -55,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument("--task", default=None, help="task id, e.g. boil/0 (default: the first train task)")
     play.add_argument("--seed", type=int, default=0)
     bench = sub.add_parser("bench", help="measure latency, throughput, restore cost and memory")
-    bench.add_argument("--env", default=DEFAULT_ENV, choices=sorted(KINDS))
+    bench.add_argument("--env", default=DEFAULT_ENV)
     bench.add_argument("--task", default=None, help="task id to step (default: the environment's bench task)")
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument("--sessions", type=int, default=50, help="concurrent sessions for the memory figure")
@@ -73,9 +96,17 @@ def _token(path: str | None) -> str | None:
 
 def _serve(args: argparse.Namespace) -> int:
     from envhub.server import ServerConfig, serve
+    from envhub.server.env_config import environment_config
 
+    environments = tuple(args.env or [DEFAULT_ENV])
+    try:
+        settings = environment_config(environments, args.env_config, args.set)
+    except ValueError as error:  # a bad --env, --env-config or --set: say which, without a traceback
+        logging.getLogger("envhub").error("cannot serve: %s", error)
+        return 2
     config = ServerConfig(
-        environments=tuple(args.env or [DEFAULT_ENV]),
+        environments=environments,
+        environment_config=settings,
         host=args.host,
         port=args.port,
         workers=args.workers,
@@ -90,10 +121,11 @@ def _serve(args: argparse.Namespace) -> int:
         tls_cert_file=args.tls_cert,
         tls_key_file=args.tls_key,
         snapshot_key_file=args.snapshot_key_file,
+        snapshot_accept_key_files=tuple(args.snapshot_accept_key_file),
         replica_id=args.replica_id,
     )
     try:
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, port_file=args.port_file))
     except EnvhubError as error:  # an environment failed to start: say why, without a traceback
         logging.getLogger("envhub").error("cannot serve: %s", error.message)
         return 1

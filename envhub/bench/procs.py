@@ -4,23 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-
-import grpc
-
-from envhub.v1 import envhub_pb2, envhub_pb2_grpc
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("localhost", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _children() -> dict[int, list[int]]:
@@ -51,32 +41,38 @@ def tree_rss_mb(pid: int) -> float:
 
 
 class ServerProcess:
-    """`envhub serve` as a subprocess on a free port; a context manager."""
+    """`envhub serve` as a subprocess on port 0 (the port it bound is read back from `--port-file`)."""
 
-    def __init__(self, environment: str, workers: int = 1, max_sessions: int = 256, startup_s: float = 120.0) -> None:
-        self.port = free_port()
-        self.target = f"localhost:{self.port}"
+    def __init__(
+        self,
+        environment: str,
+        workers: int = 1,
+        max_sessions: int = 256,
+        startup_s: float = 120.0,
+        extra: Sequence[str] = (),
+    ) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix="envhub-serve-")
+        port_file = Path(self._folder.name) / "port"
         command = [sys.executable, "-m", "envhub.cli", "--log-level", "WARNING", "serve", "--env", environment]
-        command += ["--port", str(self.port), "--workers", str(workers), "--max-sessions", str(max_sessions)]
+        command += ["--port", "0", "--port-file", str(port_file), "--workers", str(workers)]
+        command += ["--max-sessions", str(max_sessions), *extra]
         self.process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         deadline = time.monotonic() + startup_s
-        with grpc.insecure_channel(self.target) as channel:
-            stub = envhub_pb2_grpc.EnvHubStub(channel)
-            while True:
-                try:
-                    stub.ListEnvironments(envhub_pb2.ListEnvironmentsRequest(), wait_for_ready=True, timeout=1.0)
-                    return
-                except grpc.RpcError:
-                    if self.process.poll() is not None:
-                        raise RuntimeError(f"{' '.join(command)} exited with {self.process.returncode}") from None
-                    if time.monotonic() > deadline:
-                        self.stop()
-                        raise
+        while not port_file.exists() or not port_file.read_text().endswith("\n"):  # written once serving
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{' '.join(command)} exited with {self.process.returncode}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"{' '.join(command)} did not start within {startup_s} s")
+            time.sleep(0.05)
+        self.port = int(port_file.read_text())
+        self.target = f"localhost:{self.port}"
 
     def rss_mb(self) -> float:
         return tree_rss_mb(self.process.pid)
 
     def stop(self) -> None:
+        self._folder.cleanup()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:

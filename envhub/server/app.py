@@ -7,6 +7,7 @@ import functools
 import logging
 import secrets
 import signal
+import time
 from pathlib import Path
 
 import grpc
@@ -93,15 +94,23 @@ class EnvhubServer:
         return port
 
     async def _reap(self) -> None:
-        """Close sessions idle for longer than `idle_timeout_s`."""
+        """Every so often, close the sessions idle for longer than `idle_timeout_s`."""
         interval = max(0.05, min(5.0, self.config.idle_timeout_s / 4))
         while True:
             await asyncio.sleep(interval)
-            for record in self.table.idle(self.config.idle_timeout_s):
-                log.info("closing idle session %s", record.session_id)
-                self.table.drop(record.session_id)
-                if record.worker.alive:
-                    discard_outcome(record.worker.call(Close(record.session_id)))
+            self.reap(time.monotonic())
+
+    def reap(self, now: float) -> list[str]:
+        """Close the sessions that, at monotonic time `now`, have no call in flight and none for
+        `idle_timeout_s`; returns their ids (called by the reaper task, and by tests with a `now`)."""
+        closed = []
+        for record in self.table.idle(self.config.idle_timeout_s, now):
+            log.info("closing idle session %s", record.session_id)
+            self.table.drop(record.session_id)
+            closed.append(record.session_id)
+            if record.worker.alive:
+                discard_outcome(record.worker.call(Close(record.session_id)))
+        return closed
 
     async def drain(self, grace: float | None = None) -> None:
         """Refuse every new call with UNAVAILABLE (DRAINING) and report NOT_SERVING at once; let in-flight
@@ -137,9 +146,11 @@ async def create_server(config: ServerConfig) -> tuple[EnvhubServer, int]:
     return server, port
 
 
-async def serve(config: ServerConfig) -> None:
-    """Run a server until SIGTERM or SIGINT, then drain gracefully."""
-    server, _ = await create_server(config)
+async def serve(config: ServerConfig, port_file: str | None = None) -> None:
+    """Run a server until SIGTERM or SIGINT, then drain gracefully; `port_file` receives the bound port."""
+    server, port = await create_server(config)
+    if port_file:
+        Path(port_file).write_text(f"{port}\n", encoding="utf-8")
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -72,7 +72,7 @@ class SessionTable:
             self._records.pop(session_id, None)
         worker.sessions.clear()
 
-    def idle(self, timeout: float) -> list[SessionRecord]:
-        """Sessions with no call in flight and none for `timeout` seconds."""
-        cutoff = time.monotonic() - timeout
+    def idle(self, timeout: float, now: float) -> list[SessionRecord]:
+        """Sessions with no call in flight and none for `timeout` seconds before monotonic time `now`."""
+        cutoff = now - timeout
         return [r for r in self._records.values() if r.in_flight == 0 and r.last_used < cutoff]

@@ -10,6 +10,8 @@ from grpc_status import rpc_status
 from envhub.core.errors import EnvhubError
 
 DOMAIN = "envhub.dev"
+MAX_MESSAGE_CHARS = 1024
+MAX_METADATA_CHARS = 256
 
 
 def to_status(error: EnvhubError) -> grpc.Status:
@@ -17,8 +19,19 @@ def to_status(error: EnvhubError) -> grpc.Status:
     return rpc_status.to_status(to_rpc_status(error))
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def to_rpc_status(error: EnvhubError) -> status_pb2.Status:
-    """`error` as the `google.rpc.Status` message carried inside a SessionStream response."""
+    """`error` as a `google.rpc.Status` (inside a SessionStream response, or a unary call's trailers).
+
+    Messages and metadata values are clipped (`MAX_MESSAGE_CHARS`, `MAX_METADATA_CHARS`): they may
+    echo client input (a 1 MB session id), and trailers over gRPC's metadata limit would turn the
+    answer into a bare RESOURCE_EXHAUSTED.
+    """
+    metadata = {key: _clip(value, MAX_METADATA_CHARS) for key, value in error.metadata.items()}
     detail = any_pb2.Any()
-    detail.Pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=error.metadata))
-    return status_pb2.Status(code=error.code.value[0], message=error.message, details=[detail])
+    detail.Pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=metadata))
+    message = _clip(error.message, MAX_MESSAGE_CHARS)
+    return status_pb2.Status(code=error.code.value[0], message=message, details=[detail])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import queue
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -174,3 +175,29 @@ def test_drain_refuses_every_call_with_draining_and_finishes_in_flight_ones(gate
                 requests.put(None)
     finally:
         server.stop()
+
+
+def test_the_reaper_closes_idle_sessions_but_not_busy_ones(server: BackgroundServer, gate: Gate) -> None:
+    with grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.EnvHubStub(channel)
+        idle, busy = _create(stub), _create(stub)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(stub.Step, pb.StepRequest(session_id=busy, action="wait"), timeout=60)
+            gate.wait_entered()  # `busy` has a call in flight
+            later = time.monotonic() + server.server.config.idle_timeout_s + 1
+            assert server.run(_reap(server, later)) == [idle]
+            gate.release()
+            assert waiting.result().result.observation.step_index == 1
+        assert _fails(stub.Step, pb.StepRequest(session_id=idle, action="inc"), timeout=30)[1] == "SESSION_NOT_FOUND"
+        stub.CloseSession(pb.CloseSessionRequest(session_id=busy), timeout=30)
+
+
+async def _reap(server: BackgroundServer, now: float) -> list[str]:
+    return server.server.reap(now)
+
+
+def test_errors_echoing_huge_input_keep_their_reason(stub: pb_grpc.EnvHubStub) -> None:
+    """A 1 MB session id is echoed clipped: the status stays within gRPC's metadata limit."""
+    code, reason, metadata = _fails(stub.Step, pb.StepRequest(session_id="x" * (1 << 20), action="inc"), timeout=30)
+    assert (code, reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
+    assert len(metadata["session_id"]) < 300

@@ -2,6 +2,10 @@
 
 `LocalServer("alfworld")` runs `python -m trainer.rollout.local_server --env alfworld`, which
 binds port 0, prints `ENVHUB_PORT <n>` once serving, and drains on SIGTERM.
+
+Local servers are for tiny models and CI, so they serve ALFWorld's named "small" rooms
+(`LOCAL_SETTINGS`); `envhub serve --env alfworld` serves whole rooms, as ALFWorld's own games.
+Pass `settings=` to choose otherwise.
 """
 
 from __future__ import annotations
@@ -14,18 +18,39 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from types import TracebackType
 
 READY = "ENVHUB_PORT"
+LOCAL_SETTINGS: dict[str, dict[str, str]] = {"alfworld": {"rooms": "small"}}
+"""Server-side environment settings of local servers, by environment (`envhub serve --set ENV.KEY=VALUE`)."""
 
 
 class LocalServer:
     """A child envhub server process; use as a context manager or call `stop()`."""
 
-    def __init__(self, environment: str, *, workers: int = 1, start_timeout_s: float = 180.0) -> None:
+    def __init__(
+        self,
+        environment: str,
+        *,
+        workers: int = 1,
+        start_timeout_s: float = 180.0,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         self.environment = environment
+        chosen = LOCAL_SETTINGS.get(environment, {}) if settings is None else settings
+        command = [
+            sys.executable,
+            "-m",
+            "trainer.rollout.local_server",
+            "--env",
+            environment,
+            "--workers",
+            str(workers),
+        ]
+        command += [item for key, value in chosen.items() for item in ("--set", f"{key}={value}")]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "trainer.rollout.local_server", "--env", environment, "--workers", str(workers)],
+            command,
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -71,12 +96,17 @@ class LocalServer:
         self.stop()
 
 
-async def _serve(environment: str, workers: int) -> None:
+async def _serve(environment: str, workers: int, settings: dict[str, str]) -> None:
     from envhub.server import ServerConfig, create_server
 
-    server, port = await create_server(
-        ServerConfig(environments=(environment,), port=0, workers=workers, max_sessions=1024)
+    config = ServerConfig(
+        environments=(environment,),
+        environment_config={environment: settings} if settings else {},
+        port=0,
+        workers=workers,
+        max_sessions=1024,
     )
+    server, port = await create_server(config)
     print(f"{READY} {port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -95,8 +125,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--env", required=True)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an environment setting")
     args = parser.parse_args()
-    asyncio.run(_serve(args.env, args.workers))
+    settings = dict(item.split("=", 1) for item in args.set)
+    asyncio.run(_serve(args.env, args.workers, settings))
 
 
 if __name__ == "__main__":

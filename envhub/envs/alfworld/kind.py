@@ -13,13 +13,14 @@ import os
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import overload
+from typing import Any, overload
 
 from envhub.core import errors
 from envhub.core.environment import Capabilities, Environment, EnvironmentKind, TaskSpec
 from envhub.envs.alfworld import memo
 from envhub.envs.alfworld.env import AlfWorldEnv
 from envhub.envs.alfworld.experts import EXPERTS
+from envhub.envs.alfworld.generator.scene import DEFAULT_ROOMS, ROOMS
 from envhub.envs.alfworld.generator.splits import check_index, task_types
 from envhub.envs.alfworld.library import SharedDownward
 from envhub.envs.alfworld.taskset import GeneratedTaskSet, OfficialTaskSet, TaskSet
@@ -75,21 +76,23 @@ class _SplitTasks(Sequence[TaskSpec]):
         return self._specs[index]
 
 
-def default_taskset(data_path: str | Path | None = None) -> TaskSet:
+def default_taskset(data_path: str | Path | None = None, rooms: str = DEFAULT_ROOMS, seed: int = 0) -> TaskSet:
     """The task set a kind serves when none is given.
 
     An explicit `data_path` must hold the official games (`<data_path>/json_2.1.1`, or the
     split folders themselves). Without one, `$ALFWORLD_DATA/json_2.1.1` is used when it
     exists (ALFWorld's own layout; the variable alone, as ALFWorld's installer sets it, is
-    not enough), else the generated task set.
+    not enough), else the generated task set with room size `rooms` (a name in `ROOMS`).
     """
+    if rooms not in ROOMS:
+        raise ValueError(f"alfworld.rooms must be one of {', '.join(ROOMS)}, not {rooms!r}")
     if data_path:
         official = Path(data_path) / "json_2.1.1"
         return OfficialTaskSet(official if official.is_dir() else Path(data_path))
     from_env = os.environ.get("ALFWORLD_DATA")
     if from_env and (Path(from_env) / "json_2.1.1").is_dir():
         return OfficialTaskSet(Path(from_env) / "json_2.1.1")
-    return GeneratedTaskSet()
+    return GeneratedTaskSet(seed=seed, room=ROOMS[rooms])
 
 
 class AlfWorldKind(EnvironmentKind):
@@ -105,8 +108,26 @@ class AlfWorldKind(EnvironmentKind):
         "success_reward": "reward on success (default 1; 10 as in the ALFWorld papers)",
     }
 
-    def __init__(self, data_path: str | Path | None = None, *, taskset: TaskSet | None = None) -> None:
-        self.taskset = taskset or default_taskset(data_path)
+    config_keys: Mapping[str, str] = {
+        "data": "folder of ALFWorld's official games (<data>/json_2.1.1); default: generated games",
+        "rooms": "room size of generated games: whole (default: ALFWorld's full floor plans) | small "
+        "(5-10 receptacles: short games for tiny models)",
+        "seed": "seed of the generated task set (default 0)",
+    }
+
+    def __init__(
+        self,
+        data_path: str | Path | None = None,
+        *,
+        taskset: TaskSet | None = None,
+        rooms: str = DEFAULT_ROOMS,
+        seed: int = 0,
+    ) -> None:
+        self.taskset = taskset or default_taskset(data_path, rooms, seed)
+        generated = isinstance(self.taskset, GeneratedTaskSet)
+        self._config = (
+            {"rooms": rooms, "seed": str(seed)} if generated else {"data": str(data_path or "$ALFWORLD_DATA")}
+        )
         self.version = (
             f"envhub-alfworld{ENV_VERSION}/alfworld-{package_version('alfworld')}/"
             f"textworld-{package_version('textworld')}/"
@@ -115,6 +136,21 @@ class AlfWorldKind(EnvironmentKind):
         self._splits = {split: _SplitTasks(self.taskset, split) for split in self.taskset.splits()}
         self._library: SharedDownward | None = None
         memo.install()
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> AlfWorldKind:
+        """From `envhub serve --env alfworld --set alfworld.rooms=small` (keys: `config_keys`)."""
+        super().from_config({key: value for key, value in config.items() if key not in cls.config_keys})
+        data = config.get("data")
+        if data is not None and not Path(str(data)).is_dir():
+            raise ValueError(f"alfworld.data={data!r} is not a folder")
+        seed = str(config.get("seed", 0))
+        if not seed.isdecimal():
+            raise ValueError(f"alfworld.seed must be a non-negative integer, not {seed!r}")
+        return cls(data, rooms=str(config.get("rooms", DEFAULT_ROOMS)), seed=int(seed))
+
+    def config(self) -> Mapping[str, str]:
+        return dict(self._config)
 
     def splits(self) -> list[str]:
         return list(self._splits)

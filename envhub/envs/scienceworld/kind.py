@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from scienceworld.version import __version__ as SCIENCEWORLD_VERSION
 
@@ -43,9 +44,27 @@ class ScienceWorldKind(EnvironmentKind):
         "'teleportAction,openDoors'); default none"
     }
 
+    config_keys: Mapping[str, str] = {
+        "java_opts": f"JVM options of each worker's ScienceWorld engine, space-separated (default: "
+        f"{' '.join(DEFAULT_JAVA_OPTS)})"
+    }
+
     def __init__(self, java_opts: Sequence[str] = DEFAULT_JAVA_OPTS) -> None:
+        self._java_opts = tuple(java_opts)
         self._jvm = Jvm(java_opts)
         self._gold_paths = GoldPaths(self._jvm)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ScienceWorldKind:
+        """From `envhub serve --env scienceworld --set scienceworld.java_opts=-Xmx2g`."""
+        super().from_config({key: value for key, value in config.items() if key not in cls.config_keys})
+        opts = str(config.get("java_opts", " ".join(DEFAULT_JAVA_OPTS))).split()
+        if not all(opt.startswith("-") for opt in opts):
+            raise ValueError(f"scienceworld.java_opts must be JVM options (each starting with '-'), not {opts}")
+        return cls(opts)
+
+    def config(self) -> Mapping[str, str]:
+        return {"java_opts": " ".join(self._java_opts)}
 
     @cached_property
     def _specs(self) -> dict[str, list[TaskSpec]]:

@@ -35,14 +35,18 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def kind(cache_dir: str) -> Iterator[AlfWorldKind]:
-    alfworld = AlfWorldKind()
+    alfworld = AlfWorldKind(rooms="small")  # short games keep CI fast; whole rooms are the served default
     yield alfworld
     alfworld.close()
 
 
 @pytest.fixture(scope="module")
 def client(cache_dir: str) -> Iterator[EnvhubClient]:
-    with BackgroundServer.local("alfworld", max_sessions=MAX_SESSIONS) as server, EnvhubClient(server.target) as c:
+    small = {"alfworld": {"rooms": "small"}}
+    with (
+        BackgroundServer.local("alfworld", max_sessions=MAX_SESSIONS, environment_config=small) as server,
+        EnvhubClient(server.target) as c,
+    ):
         yield c
 
 

@@ -15,20 +15,34 @@ LAMP_HOSTS = ("Desk", "SideTable", "Dresser")
 
 @dataclass(frozen=True)
 class RoomSize:
-    """How much of a floor plan goes into a game (rooms are kept small so games play fast)."""
+    """How much of a floor plan goes into a game. See `ROOMS` for the named sizes."""
 
     min_receptacles: int = 5
     """Fewest receptacles (fewer only when the floor plan has fewer)."""
     max_receptacles: int = 10
-    """Most receptacles; ALFWorld's own games use all of them (up to ~30 in kitchens)."""
+    """Most receptacles."""
     min_distractors: int = 2
     """Fewest objects that are not the task's target."""
     max_distractors: int = 6
     """Most objects that are not the task's target."""
+    whole: bool = False
+    """Every receptacle of the floor plan, as ALFWorld's own games (up to ~30 in kitchens); the
+    receptacle bounds are then unused."""
 
     def tag(self) -> str:
         """Short text for version strings."""
-        return f"r{self.min_receptacles}-{self.max_receptacles}d{self.min_distractors}-{self.max_distractors}"
+        rooms = "whole-" if self.whole else f"r{self.min_receptacles}-{self.max_receptacles}"
+        return f"{rooms}d{self.min_distractors}-{self.max_distractors}"
+
+
+ROOMS: dict[str, RoomSize] = {
+    "whole": RoomSize(whole=True, min_distractors=8, max_distractors=16),
+    "small": RoomSize(),
+}
+"""Named room sizes: "whole" (the default: ALFWorld's full floor plans, with many distractor
+objects as its games have) and "small" (5-10 receptacles, 2-6 distractors: short games for
+tiny-model work, tests and the quickstart)."""
+DEFAULT_ROOMS = "whole"
 
 
 @dataclass(frozen=True)
@@ -104,7 +118,7 @@ def build_scene(plan: FloorPlan, task: TaskParams, size: RoomSize, rng: random.R
     lamp_host = _lamp_host(plan, rng) if task.toggle_target else None
     required, start_place = _required(plan, task, lamp_host, rng)
     others = [r for r in plan.receptacles if r not in required]
-    wanted = rng.randint(size.min_receptacles, size.max_receptacles)
+    wanted = len(plan.receptacles) if size.whole else rng.randint(size.min_receptacles, size.max_receptacles)
     extra = rng.sample(others, max(0, min(len(others), wanted - len(required))))
     receptacles = tuple(sorted(required + extra, key=lambda r: r.thor_id))
 
