@@ -59,7 +59,8 @@ class _StopMatcher:
         if not self.strings or self.tokenizer is None:
             return False
         tail = str(self.tokenizer.decode(response[-self.window :]))
-        return any(tail.endswith(s) for s in self.strings)
+        # `in`, not `endswith`: the token that completes a stop string may carry a few more characters.
+        return any(s in tail for s in self.strings)
 
 
 class HFBackend:
