@@ -1,4 +1,4 @@
-"""SessionStreamClient and step_many against a real ScienceWorld server on loopback."""
+"""The stream transport (`AsyncEnvhubClient.stream()`) and step_many against a real ScienceWorld server on loopback."""
 
 from __future__ import annotations
 
