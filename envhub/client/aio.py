@@ -6,18 +6,14 @@ Same methods, results, errors and retry policy as `EnvhubClient`. `stream()` giv
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from envhub.client import calls, channel
 from envhub.client.calls import awaiting
 from envhub.client.retry import DEFAULT_POLICY, RetryPolicy
 from envhub.client.stream import StreamTransport
 from envhub.client.transport import DEFAULT_TIMEOUT_S, AioChannelTransport, AsyncTransport, Settings
-from envhub.client.types import StepResult
-from envhub.core.errors import EnvhubError
 
 R = TypeVar("R")
 
@@ -47,23 +43,12 @@ class AsyncEnvhubClient:
     create_session = awaiting(calls.create_session)
     reset_session = awaiting(calls.reset_session)
     step = awaiting(calls.step)
+    step_many = awaiting(calls.step_many)
     close_session = awaiting(calls.close_session)
     expert_actions = awaiting(calls.expert_actions)
     snapshot = awaiting(calls.snapshot)
     restore = awaiting(calls.restore)
     fork = awaiting(calls.fork)
-
-    async def step_many(
-        self, steps: Sequence[tuple[str, str]], *, admissible: bool = False, return_errors: bool = False
-    ) -> list[Any]:
-        """`EnvhubClient.step_many`: the steps run concurrently (on the stream, for a stream client)."""
-        runs = [self.step(session_id, action, admissible=admissible) for session_id, action in steps]
-        answers: list[StepResult | EnvhubError] = []
-        for answer in await asyncio.gather(*runs, return_exceptions=True):
-            if isinstance(answer, BaseException) and not isinstance(answer, EnvhubError):
-                raise answer
-            answers.append(answer)
-        return calls.step_results(answers, return_errors)
 
     def stream(self, timeout: float | None = None) -> AsyncEnvhubClient:
         """A client whose session calls share one SessionStream: `async with client.stream() as stream: ...`."""

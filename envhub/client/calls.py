@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -198,6 +198,35 @@ def step(
     if expected_step_index is not None:
         request.expected_step_index = expected_step_index
     return Call("Step", request, convert.step, Retry.KEYED, timeout, session_id=session_id)
+
+
+def step_many(
+    steps: Sequence[tuple[str, str]],
+    *,
+    admissible: bool = False,
+    return_errors: bool = False,
+    timeout: float | None = None,
+) -> Call[list[Any]]:
+    """Step many sessions at once, `[(session_id, action), ...]` -> their `StepResult`s in order.
+
+    One StepBatch call per replica (a pool splits it by session id); on the server one message
+    per worker. Each step carries its own request_id, so a batch whose reply was lost is resent
+    whole and every step is still applied once. Then the first failed step's `EnvhubError` is
+    raised, or with `return_errors` each failure takes its result's place.
+    """
+    request = pb.StepBatchRequest(
+        steps=[
+            pb.StepRequest(
+                session_id=session_id, action=action, include_admissible_actions=admissible, request_id=_request_id()
+            )
+            for session_id, action in steps
+        ]
+    )
+
+    def decode(answer: pb.StepBatchResponse) -> list[Any]:
+        return step_results(convert.step_batch(answer), return_errors)
+
+    return Call("StepBatch", request, decode, Retry.KEYED, timeout)
 
 
 def close_session(session_id: str, *, timeout: float | None = None) -> Call[None]:

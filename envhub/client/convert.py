@@ -5,6 +5,8 @@ from __future__ import annotations
 from google.protobuf import json_format
 
 from envhub.client import types
+from envhub.client.errors import from_status
+from envhub.core.errors import EnvhubError
 from envhub.v1 import envhub_pb2 as pb
 
 
@@ -49,7 +51,10 @@ def observation(message: pb.Observation) -> types.Observation:
 
 
 def step(message: pb.StepResponse) -> types.StepResult:
-    result = message.result
+    return step_result(message.result)
+
+
+def step_result(result: pb.StepResult) -> types.StepResult:
     return types.StepResult(
         observation=observation(result.observation),
         reward=result.reward,
@@ -57,6 +62,13 @@ def step(message: pb.StepResponse) -> types.StepResult:
         truncated=result.truncated,
         won=result.won,
     )
+
+
+def step_batch(message: pb.StepBatchResponse) -> list[types.StepResult | EnvhubError]:
+    """Each entry's `StepResult`, or the `EnvhubError` of its status."""
+    return [
+        from_status(entry.error) if entry.HasField("error") else step_result(entry.result) for entry in message.results
+    ]
 
 
 def session_start(message: pb.CreateSessionResponse | pb.RestoreSnapshotResponse) -> types.SessionStart:

@@ -3,12 +3,13 @@
 New sessions (create, restore) go to the replica with the fewest sessions this pool placed
 there (round robin among equals) among those hosting the environment; every call of a
 session goes to the replica named by its id prefix ("<replica_id>.<suffix>");
-`list_environments` merges every replica's answer; `step_round` runs one stream round per
-replica, in parallel.
+`list_environments` merges every replica's answer; a StepBatch is split into one StepBatch per
+replica, sent in parallel.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -16,10 +17,11 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from envhub.client import calls, types
+from envhub.client import calls
 from envhub.client.transport import ChannelTransport
 from envhub.core import errors
 from envhub.core.errors import EnvhubError
+from envhub.core.status import to_rpc_status
 from envhub.v1 import envhub_pb2 as pb
 
 
@@ -62,6 +64,8 @@ class PoolTransport:
     def send(self, call: calls.Call[Any]) -> Message:
         if call.method == "ListEnvironments" and not call.session_id:
             return self._merged_environments(call)
+        if call.method == "StepBatch":
+            return self._split_batch(call)
         replica = self.owner(call.session_id) if call.session_id else self._place(call.environment)
         response = self.replicas[replica].send(call)
         self._load[replica] = max(0, self._load[replica] + call.new_sessions(response))
@@ -77,25 +81,32 @@ class PoolTransport:
                     merged.environments.append(info)
         return merged
 
-    def step_round(self, steps: Sequence[calls.Call[types.StepResult]]) -> list[types.StepResult | EnvhubError]:
-        """One stream round per replica, in parallel; answers (or errors, e.g. UNKNOWN_REPLICA) in order."""
-        results: list[types.StepResult | EnvhubError | None] = [None] * len(steps)
-        rounds: dict[str, list[int]] = {}
-        for position, call in enumerate(steps):
+    def _split_batch(self, call: calls.Call[Any]) -> Message:
+        """A StepBatch as one StepBatch per replica, in parallel; each step answered in its place
+        (a step of a replica outside this pool: NOT_FOUND, UNKNOWN_REPLICA)."""
+        request: pb.StepBatchRequest = call.request  # type: ignore[assignment]
+        merged = pb.StepBatchResponse()
+        entries = [merged.results.add() for _ in request.steps]
+        shares: dict[str, list[int]] = {}
+        for position, step in enumerate(request.steps):
             try:
-                rounds.setdefault(self.owner(call.session_id), []).append(position)
+                shares.setdefault(self.owner(step.session_id), []).append(position)
             except EnvhubError as exc:
-                results[position] = exc
+                entries[position].error.CopyFrom(to_rpc_status(exc))
 
         def play(replica: str) -> None:
-            positions = rounds[replica]
-            answers = self.replicas[replica].step_round([steps[p] for p in positions])
-            for position, answer in zip(positions, answers, strict=True):
-                results[position] = answer
+            positions = shares[replica]
+            share = pb.StepBatchRequest(steps=[request.steps[p] for p in positions])
+            answer = self.replicas[replica].send(dataclasses.replace(call, request=share))
+            for position, entry in zip(positions, answer.results, strict=True):  # type: ignore[attr-defined]
+                entries[position].CopyFrom(entry)
 
-        with ThreadPoolExecutor(max_workers=max(1, len(rounds))) as executor:
-            list(executor.map(play, rounds))
-        return [result for result in results if result is not None]
+        if len(shares) == 1:
+            play(next(iter(shares)))
+        elif shares:
+            with ThreadPoolExecutor(max_workers=len(shares)) as executor:
+                list(executor.map(play, shares))
+        return merged
 
     def close(self) -> None:
         for transport in self.replicas.values():

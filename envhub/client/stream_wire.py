@@ -5,15 +5,13 @@ Only CreateSession, ResetSession, Step and CloseSession travel on a stream (`FIE
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
-from envhub.client import types
 from envhub.client.calls import Call
-from envhub.client.errors import from_rpc_error, from_status
+from envhub.client.errors import from_status
 from envhub.core import errors
 from envhub.v1 import envhub_pb2 as pb
 
@@ -40,32 +38,3 @@ def unwrap(response: pb.SessionStreamResponse, method: str) -> Message:
         )
     message: Message = getattr(response, outcome)
     return message
-
-
-def step_round(
-    channel: grpc.Channel,
-    metadata: tuple[tuple[str, str], ...],
-    steps: Sequence[Call[types.StepResult]],
-    timeout: float,
-) -> list[types.StepResult | errors.EnvhubError]:
-    """One blocking SessionStream carrying `steps`; results in `steps` order, a failed step as its
-    `EnvhubError`. A failure of the stream itself raises the error of the call."""
-    stream = channel.stream_stream(
-        _PATH,
-        request_serializer=lambda m: m.SerializeToString(),
-        response_deserializer=pb.SessionStreamResponse.FromString,
-    )
-    requests = [wrap(index, call) for index, call in enumerate(steps)]
-    results: dict[int, types.StepResult | errors.EnvhubError] = {}
-    try:
-        for response in stream(iter(requests), timeout=timeout, metadata=metadata):
-            call = steps[response.call_id]
-            try:
-                results[response.call_id] = call.decode(unwrap(response, call.method))
-            except errors.EnvhubError as exc:
-                results[response.call_id] = exc
-    except grpc.RpcError as exc:
-        raise from_rpc_error(exc) from None
-    if len(results) != len(requests):
-        raise errors.unavailable("the session stream ended before answering every step", "STREAM_ENDED")
-    return [results[index] for index in range(len(requests))]

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 
 from envhub.client import calls, channel
 from envhub.client.calls import blocking
 from envhub.client.pool_transport import PoolTransport
-from envhub.client.retry import DEFAULT_POLICY, LOST, RetryPolicy
+from envhub.client.retry import DEFAULT_POLICY, RetryPolicy
 from envhub.client.transport import DEFAULT_TIMEOUT_S, ChannelTransport, Settings, Transport
-from envhub.core.errors import EnvhubError
 
 R = TypeVar("R")
 
@@ -56,31 +55,12 @@ class EnvhubClient:
     create_session = blocking(calls.create_session)
     reset_session = blocking(calls.reset_session)
     step = blocking(calls.step)
+    step_many = blocking(calls.step_many)
     close_session = blocking(calls.close_session)
     expert_actions = blocking(calls.expert_actions)
     snapshot = blocking(calls.snapshot)
     restore = blocking(calls.restore)
     fork = blocking(calls.fork)
-
-    def step_many(
-        self, steps: Sequence[tuple[str, str]], *, admissible: bool = False, return_errors: bool = False
-    ) -> list[Any]:
-        """Step several sessions at once: `[(session_id, action), ...]` -> `StepResult`s in order.
-
-        The steps travel on one SessionStream per server (concurrent across sessions, in order
-        within one); a step whose reply was lost is retried on its own, applied once. Then the
-        first failed step's `EnvhubError` is raised, or with `return_errors` each failure takes
-        its result's place.
-        """
-        step_calls = [calls.step(session_id, action, admissible=admissible) for session_id, action in steps]
-        answers = self.transport.step_round(step_calls)
-        for index, (call, answer) in enumerate(zip(step_calls, answers, strict=True)):
-            if isinstance(answer, EnvhubError) and answer.code in LOST:
-                try:
-                    answers[index] = self.run(call)
-                except EnvhubError as error:
-                    answers[index] = error
-        return calls.step_results(answers, return_errors)
 
     def close(self) -> None:
         """Close the connection(s) (sessions stay open on the server until closed or reaped)."""

@@ -4,7 +4,7 @@ A transport's `send(call)` returns the raw response message (pages of a listing 
 after the retries the `RetryPolicy` allows, or raises `EnvhubError`. The typed methods
 (`envhub.client.calls`) sit on top, so every transport serves the whole API:
 
-* `ChannelTransport`: blocking unary calls on one server (+ `step_round`, one stream round).
+* `ChannelTransport`: blocking unary calls on one server.
 * `AioChannelTransport`: asyncio unary calls on one server.
 * `envhub.client.stream.StreamTransport`: asyncio, session calls multiplexed on one SessionStream.
 * `envhub.client.pool.PoolTransport`: blocking, routing each call to the replica owning its session.
@@ -24,11 +24,10 @@ import grpc.aio
 from google.protobuf import message_factory
 from google.protobuf.message import Message
 
-from envhub.client import channel, stream_wire, types
+from envhub.client import channel
 from envhub.client.calls import Call
 from envhub.client.errors import from_rpc_error
 from envhub.client.retry import DEFAULT_POLICY, RetryPolicy
-from envhub.core.errors import EnvhubError
 from envhub.v1 import envhub_pb2
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -39,8 +38,6 @@ class Transport(Protocol):
     """A blocking transport."""
 
     def send(self, call: Call[Any]) -> Message: ...
-
-    def step_round(self, steps: Sequence[Call[types.StepResult]]) -> list[types.StepResult | EnvhubError]: ...
 
     def close(self) -> None: ...
 
@@ -136,10 +133,6 @@ class ChannelTransport(_Unary):
                     raise error from None
             time.sleep(self.policy.delay_s(attempt))
         raise AssertionError("unreachable")
-
-    def step_round(self, steps: Sequence[Call[types.StepResult]]) -> list[types.StepResult | EnvhubError]:
-        """Every step on one SessionStream (concurrent across sessions); each answer or error in order."""
-        return stream_wire.step_round(self._wrapped, self.metadata, steps, self.timeout)
 
     def close(self) -> None:
         self._channel.close()

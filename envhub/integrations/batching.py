@@ -4,7 +4,7 @@ Hosts that run each episode as its own coroutine (verifiers environments, verl a
 step one episode at a time; `await batcher.step(session_id, action)` instead parks the step.
 One round is in flight at a time: the steps parked in the same event-loop pass go together,
 and every step parked while a round is in flight goes in the next one, as one `step_many`
-(one SessionStream round per replica). Each caller gets its own turn, or its own step's error.
+(one StepBatch call per replica). Each caller gets its own turn, or its own step's error.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 * `EnvhubRollout`: a `rollout_func` for `GRPOTrainer`. It plays every episode of the batch
   turn by turn: one batched `generate` for all live episodes, then one batched envhub step
-  for all of them (`step_many`, a single SessionStream round per replica). The G episodes
+  for all of them (`step_many`, one StepBatch call per replica). The G episodes
   of one prompt start from one session forked G-1 times, so a group shares its exact start.
   Returns TRL's token fields with `env_mask` (environment text is not trained on) and the
   episodes' returns as `env_reward`, which `envhub_reward` hands to the trainer.

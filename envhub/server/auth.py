@@ -10,7 +10,7 @@ import grpc
 import grpc.aio
 
 from envhub.core import errors
-from envhub.server.status import to_status
+from envhub.core.status import to_status
 
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
 """Methods callable without a token (load balancer and kubelet probes cannot send one)."""

@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 
 from envhub.core import errors
 from envhub.core.environment import TaskSpec
+from envhub.core.status import to_rpc_status, to_status
 from envhub.server import convert
 from envhub.server import worker_ops as ops
 from envhub.server.catalog import Catalog
@@ -29,9 +30,8 @@ from envhub.server.config import ServerConfig
 from envhub.server.metrics import Metrics
 from envhub.server.pool import WorkerPool
 from envhub.server.requests import Malformed, RateLimitedLog
-from envhub.server.sessions import SessionTable
+from envhub.server.sessions import SessionRecord, SessionTable
 from envhub.server.snapshots import SnapshotSigner
-from envhub.server.status import to_rpc_status, to_status
 from envhub.server.worker_handle import Worker, discard_outcome
 from envhub.v1 import envhub_pb2 as pb
 
@@ -40,6 +40,8 @@ T = TypeVar("T")
 M = TypeVar("M", bound=Message)
 MAX_PAGE_SIZE = 1000
 MAX_REQUEST_ID_BYTES = 128
+MAX_BATCH_STEPS = 4096
+"""Most steps one StepBatch may carry (a rollout turn of 4x the papers' 1,024 episodes)."""
 _PAGE_TOKEN = re.compile(r"[1-9][0-9]{0,9}")
 """What this server issues as `next_page_token`: a positive decimal offset, ASCII, no padding."""
 
@@ -240,21 +242,86 @@ class EnvHubService:
             observation=convert.observation(view.observation, view.step_index, view.admissible),
         )
 
-    async def _step(self, request: pb.StepRequest, context: Context) -> pb.StepResponse:
+    def _step_op(self, request: pb.StepRequest) -> ops.Step:
+        """The worker op of one step request, after checking its action and request_id."""
         self._check_action(request.action)
-        environment = self._table.get(request.session_id).environment
-        op = ops.Step(
+        return ops.Step(
             request.session_id,
             request.action,
             request.include_admissible_actions,
             request.expected_step_index if request.HasField("expected_step_index") else None,
             _check_request_id(request.request_id),
         )
+
+    async def _step(self, request: pb.StepRequest, context: Context) -> pb.StepResponse:
+        op = self._step_op(request)
+        environment = self._table.get(request.session_id).environment
         started = time.perf_counter()
         outcome = await self._on_session(context, request.session_id, op)
         self._metrics.step_latency.labels(environment).observe(time.perf_counter() - started)
         self._metrics.steps.labels(environment).inc()
         return pb.StepResponse(result=convert.step_result(outcome.step, outcome.admissible))
+
+    async def _step_batch(self, request: pb.StepBatchRequest, context: Context) -> pb.StepBatchResponse:
+        """Every step checked on its own, then one `StepMany` per worker, all workers at once."""
+        if len(request.steps) > MAX_BATCH_STEPS:
+            raise errors.invalid_argument(
+                f"the batch has {len(request.steps)} steps; the limit is {MAX_BATCH_STEPS}",
+                "BATCH_TOO_LARGE",
+                max_batch_steps=str(MAX_BATCH_STEPS),
+            )
+        response = pb.StepBatchResponse()
+        entries = [response.results.add() for _ in request.steps]
+        groups: dict[int, tuple[Worker, list[int], list[ops.Step], list[SessionRecord]]] = {}
+        for index, step in enumerate(request.steps):
+            try:
+                op = self._step_op(step)
+                record = self._table.get(step.session_id)
+            except errors.EnvhubError as exc:
+                self._batch_error(entries[index], exc)
+                continue
+            _, positions, steps, records = groups.setdefault(id(record.worker), (record.worker, [], [], []))
+            positions.append(index)
+            steps.append(op)
+            records.append(record)
+        await asyncio.gather(*(self._step_group(context, *group, entries) for group in groups.values()))
+        return response
+
+    async def _step_group(
+        self,
+        context: Context,
+        worker: Worker,
+        positions: list[int],
+        steps: list[ops.Step],
+        records: list[SessionRecord],
+        entries: list[pb.StepBatchEntry],
+    ) -> None:
+        """One worker's share of a StepBatch, written into `entries` at `positions`."""
+        for record in records:
+            record.in_flight += 1
+        started = time.perf_counter()
+        try:
+            replies: tuple[ops.Reply, ...] = await self._call(context, worker, ops.StepMany(tuple(steps)))
+        except errors.EnvhubError as exc:  # the worker died or the deadline passed: every step of it failed
+            replies = tuple(ops.Reply(error=exc) for _ in steps)
+        finally:
+            now = time.monotonic()
+            for record in records:
+                record.in_flight -= 1
+                record.last_used = now
+        elapsed = time.perf_counter() - started
+        for position, record, reply in zip(positions, records, replies, strict=True):
+            if reply.error is not None:
+                self._batch_error(entries[position], reply.error)
+                continue
+            outcome: ops.StepOutcome = reply.value
+            entries[position].result.CopyFrom(convert.step_result(outcome.step, outcome.admissible))
+            self._metrics.step_latency.labels(record.environment).observe(elapsed)
+            self._metrics.steps.labels(record.environment).inc()
+
+    def _batch_error(self, entry: pb.StepBatchEntry, error: errors.EnvhubError) -> None:
+        self._metrics.error("StepBatch.step", error.code)
+        entry.error.CopyFrom(to_rpc_status(error))
 
     async def _close(self, request: pb.CloseSessionRequest, context: Context) -> pb.CloseSessionResponse:
         record = self._table.get(request.session_id)
@@ -319,6 +386,10 @@ class EnvHubService:
 
     async def Step(self, request: Any, context: Context) -> Any:
         return await self._unary("Step", self._admitted(request, lambda message: self._step(message, context)), context)
+
+    async def StepBatch(self, request: Any, context: Context) -> Any:
+        body = self._admitted(request, lambda message: self._step_batch(message, context))
+        return await self._unary("StepBatch", body, context)
 
     async def CloseSession(self, request: Any, context: Context) -> Any:
         body = self._admitted(request, lambda message: self._close(message, context))

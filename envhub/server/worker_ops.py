@@ -77,6 +77,13 @@ class Step(Op[StepOutcome]):
 
 
 @dataclass(frozen=True)
+class StepMany(Op["tuple[Reply, ...]"]):
+    """Apply each `Step` in order; each answers with its own `Reply` (a failed step fails only itself)."""
+
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
 class Close(Op[None]):
     """Close a session."""
 

@@ -50,6 +50,7 @@ class WorkerState:
             ops.Create: self.create,
             ops.Reset: self.reset,
             ops.Step: self.step,
+            ops.StepMany: self.step_many,
             ops.Close: self.close,
             ops.Expert: self.expert,
             ops.Snapshot: self.snapshot,
@@ -122,6 +123,15 @@ class WorkerState:
             return ops.StepOutcome(step, tuple(session.admissible_actions()) if op.admissible else None)
 
         return self._keyed(op.session_id, op.request_id, ("step", op.action), apply)
+
+    def step_many(self, op: ops.StepMany) -> tuple[ops.Reply, ...]:
+        replies = []
+        for step in op.steps:
+            try:
+                replies.append(ops.Reply(value=self.step(step)))
+            except Exception as exc:  # this step's answer; the batch goes on
+                replies.append(ops.Reply(error=_as_envhub_error(exc)))
+        return tuple(replies)
 
     def close(self, op: ops.Close) -> None:
         self._session(op.session_id).close()

@@ -215,6 +215,26 @@ class StepResponse(_message.Message):
     result: StepResult
     def __init__(self, result: _Optional[_Union[StepResult, _Mapping]] = ...) -> None: ...
 
+class StepBatchRequest(_message.Message):
+    __slots__ = ("steps",)
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    steps: _containers.RepeatedCompositeFieldContainer[StepRequest]
+    def __init__(self, steps: _Optional[_Iterable[_Union[StepRequest, _Mapping]]] = ...) -> None: ...
+
+class StepBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[StepBatchEntry]
+    def __init__(self, results: _Optional[_Iterable[_Union[StepBatchEntry, _Mapping]]] = ...) -> None: ...
+
+class StepBatchEntry(_message.Message):
+    __slots__ = ("result", "error")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    result: StepResult
+    error: _status_pb2.Status
+    def __init__(self, result: _Optional[_Union[StepResult, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
 class StepResult(_message.Message):
     __slots__ = ("observation", "reward", "terminated", "truncated", "won")
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]

@@ -61,6 +61,11 @@ class EnvHubStub:
                 request_serializer=envhub_dot_v1_dot_envhub__pb2.StepRequest.SerializeToString,
                 response_deserializer=envhub_dot_v1_dot_envhub__pb2.StepResponse.FromString,
                 _registered_method=True)
+        self.StepBatch = channel.unary_unary(
+                '/envhub.v1.EnvHub/StepBatch',
+                request_serializer=envhub_dot_v1_dot_envhub__pb2.StepBatchRequest.SerializeToString,
+                response_deserializer=envhub_dot_v1_dot_envhub__pb2.StepBatchResponse.FromString,
+                _registered_method=True)
         self.CloseSession = channel.unary_unary(
                 '/envhub.v1.EnvHub/CloseSession',
                 request_serializer=envhub_dot_v1_dot_envhub__pb2.CloseSessionRequest.SerializeToString,
@@ -128,6 +133,15 @@ class EnvHubServicer:
 
     def Step(self, request, context):
         """Sends one action to a session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StepBatch(self, request, context):
+        """Sends one action to each of many sessions of this replica at once (a
+        rollout turn). Each step is answered with its own status: a failed step
+        never fails the batch. Steps of one session apply in request order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -205,6 +219,11 @@ def add_EnvHubServicer_to_server(servicer, server):
                     servicer.Step,
                     request_deserializer=envhub_dot_v1_dot_envhub__pb2.StepRequest.FromString,
                     response_serializer=envhub_dot_v1_dot_envhub__pb2.StepResponse.SerializeToString,
+            ),
+            'StepBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.StepBatch,
+                    request_deserializer=envhub_dot_v1_dot_envhub__pb2.StepBatchRequest.FromString,
+                    response_serializer=envhub_dot_v1_dot_envhub__pb2.StepBatchResponse.SerializeToString,
             ),
             'CloseSession': grpc.unary_unary_rpc_method_handler(
                     servicer.CloseSession,
@@ -374,6 +393,33 @@ class EnvHub:
             '/envhub.v1.EnvHub/Step',
             envhub_dot_v1_dot_envhub__pb2.StepRequest.SerializeToString,
             envhub_dot_v1_dot_envhub__pb2.StepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StepBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/envhub.v1.EnvHub/StepBatch',
+            envhub_dot_v1_dot_envhub__pb2.StepBatchRequest.SerializeToString,
+            envhub_dot_v1_dot_envhub__pb2.StepBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
