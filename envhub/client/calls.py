@@ -197,7 +197,12 @@ def step(
     )
     if expected_step_index is not None:
         request.expected_step_index = expected_step_index
-    return Call("Step", request, convert.step, Retry.KEYED, timeout, session_id=session_id)
+    return step_request(request, timeout)
+
+
+def step_request(request: pb.StepRequest, timeout: float | None = None) -> Call[types.StepResult]:
+    """The Step call sending `request` as it is (e.g. one step of a StepBatch, sent on its own)."""
+    return Call("Step", request, convert.step, Retry.KEYED, timeout, session_id=request.session_id)
 
 
 def step_many(

@@ -26,12 +26,14 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from envhub.client import calls, types
+from envhub.client import calls, convert, types
 from envhub.client.endpoints import expand
+from envhub.client.errors import from_status
 from envhub.client.pool_transport import PoolTransport
 from envhub.client.transport import ChannelTransport, Settings
 from envhub.core import errors
 from envhub.core.errors import EnvhubError
+from envhub.core.status import to_rpc_status
 from envhub.v1 import envhub_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,8 @@ class FailoverTransport:
         return cls(PoolTransport(replicas), snapshot_every)
 
     def send(self, call: calls.Call[Any]) -> Message:
+        if call.method == "StepBatch":
+            return self._step_batch(call)
         session = self._sessions.get(call.session_id) if call.session_id else None
         if session is None:
             response = self.pool.send(call)
@@ -104,16 +108,28 @@ class FailoverTransport:
         self._after(call, response)
         return response
 
-    def step_round(self, steps: Sequence[calls.Call[types.StepResult]]) -> list[types.StepResult | EnvhubError]:
-        """One stream round per replica; failed steps come back as errors (the client resends them)."""
-        live = [
-            _retarget(c, self._sessions[c.session_id].live_id) if c.session_id in self._sessions else c for c in steps
-        ]
-        answers = self.pool.step_round(live)
-        for call, answer in zip(steps, answers, strict=True):
-            if not isinstance(answer, EnvhubError):
-                self._stepped(call, answer)
-        return answers
+    def _step_batch(self, call: calls.Call[Any]) -> Message:
+        """The batch with each tracked session's live id; a step failing with its replica is sent
+        again on its own (recovering the session); every step that went through is recorded."""
+        request: pb.StepBatchRequest = call.request  # type: ignore[assignment]
+        steps = [calls.step_request(step, call.timeout) for step in request.steps]
+        live = [self._live(step) for step in steps]
+        batch = dataclasses.replace(call, request=pb.StepBatchRequest(steps=[step.request for step in live]))  # type: ignore[misc]
+        response: pb.StepBatchResponse = self.pool.send(batch)  # type: ignore[assignment]
+        for step, entry in zip(steps, response.results, strict=True):
+            lost = entry.HasField("error") and from_status(entry.error).code in FAILED
+            if lost and step.session_id in self._sessions:
+                try:
+                    entry.result.CopyFrom(self.send(step).result)  # type: ignore[attr-defined]
+                except EnvhubError as error:
+                    entry.error.CopyFrom(to_rpc_status(error))
+            elif entry.HasField("result"):
+                self._stepped(step, convert.step_result(entry.result))
+        return response
+
+    def _live(self, call: calls.Call[R]) -> calls.Call[R]:
+        session = self._sessions.get(call.session_id)
+        return call if session is None else _retarget(call, session.live_id)
 
     def close(self) -> None:
         self.pool.close()

@@ -83,7 +83,8 @@ class PoolTransport:
 
     def _split_batch(self, call: calls.Call[Any]) -> Message:
         """A StepBatch as one StepBatch per replica, in parallel; each step answered in its place
-        (a step of a replica outside this pool: NOT_FOUND, UNKNOWN_REPLICA)."""
+        (a step of a replica outside this pool: NOT_FOUND, UNKNOWN_REPLICA; of a replica whose
+        call failed: that call's error)."""
         request: pb.StepBatchRequest = call.request  # type: ignore[assignment]
         merged = pb.StepBatchResponse()
         entries = [merged.results.add() for _ in request.steps]
@@ -97,7 +98,12 @@ class PoolTransport:
         def play(replica: str) -> None:
             positions = shares[replica]
             share = pb.StepBatchRequest(steps=[request.steps[p] for p in positions])
-            answer = self.replicas[replica].send(dataclasses.replace(call, request=share))
+            try:
+                answer = self.replicas[replica].send(dataclasses.replace(call, request=share))
+            except EnvhubError as exc:  # the replica failed (e.g. draining, gone): each of its steps failed
+                for position in positions:
+                    entries[position].error.CopyFrom(to_rpc_status(exc))
+                return
             for position, entry in zip(positions, answer.results, strict=True):  # type: ignore[attr-defined]
                 entries[position].CopyFrom(entry)
 
