@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
-from trainer.cli import main
+from envhub.envs.webshop.kind import WebShopKind
+from trainer.cli import _parser, main
+from trainer.config import load_config
+from trainer.quickstart import ENV_OVERRIDES
 from trainer.rollout.local_server import LocalServer
 
 
@@ -56,3 +59,11 @@ def test_webshop_make_models_sft_train_eval(
     assert trained["step"] == 1
     evaluation = _run(["eval", *common, "--policy", str(student)], capsys)
     assert evaluation["tasks"] == 2 and 0.0 <= evaluation["success_rate"] <= 1.0 and evaluation["mean_turns"] >= 1
+
+
+def test_quickstart_takes_webshop() -> None:
+    args = _parser().parse_args(["quickstart", "--env", "webshop"])
+    assert args.env == "webshop"
+    config = load_config("quickstart.yaml", ["env.name=webshop", *ENV_OVERRIDES["webshop"]])
+    assert config.env.targets == ["local"] and config.env.families == []
+    assert config.env.eval_split in WebShopKind().splits() and config.env.train_split in WebShopKind().splits()
