@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from envhub.core.errors import EnvhubError
+
 
 @dataclass(frozen=True)
 class EnvView:
@@ -27,11 +29,15 @@ class EnvView:
 
 
 class EnvPort(Protocol):
-    """Session operations used by rollout strategies (thread-safe: called from a thread pool)."""
+    """Session operations used by rollout strategies (thread-safe: called from a thread pool); a turn's
+    steps go through `step_many` (one batched call)."""
 
     def create(self, task_id: str, *, seed: int, max_steps: int, admissible: bool) -> EnvView: ...
     def fork(self, session_id: str, count: int) -> list[str]: ...
     def step(self, session_id: str, action: str, *, admissible: bool, timeout: float) -> EnvView: ...
+    def step_many(
+        self, steps: Sequence[tuple[str, str]], *, admissible: bool, timeout: float
+    ) -> list[EnvView | EnvhubError]: ...
     def snapshot(self, session_id: str) -> bytes: ...
     def restore(self, snapshot: bytes, *, admissible: bool) -> EnvView: ...
     def expert(self, session_id: str) -> list[str]: ...
@@ -63,15 +69,17 @@ class ClientEnvPort:
         return list(self.client.fork(session_id, count))
 
     def step(self, session_id: str, action: str, *, admissible: bool, timeout: float) -> EnvView:
-        result = self.client.step(session_id, action, admissible=admissible, timeout=timeout)
-        return _view(
-            session_id,
-            result.observation,
-            reward=result.reward,
-            terminated=result.terminated,
-            truncated=result.truncated,
-            won=result.won,
-        )
+        return _step_view(session_id, self.client.step(session_id, action, admissible=admissible, timeout=timeout))
+
+    def step_many(
+        self, steps: Sequence[tuple[str, str]], *, admissible: bool, timeout: float
+    ) -> list[EnvView | EnvhubError]:
+        """Every `(session_id, action)` in one batched call (StepBatch); a failed step's error in its place."""
+        results = self.client.step_many(steps, admissible=admissible, return_errors=True, timeout=timeout)
+        return [
+            result if isinstance(result, EnvhubError) else _step_view(session_id, result)
+            for (session_id, _), result in zip(steps, results, strict=True)
+        ]
 
     def snapshot(self, session_id: str) -> bytes:
         return bytes(self.client.snapshot(session_id).data)
@@ -89,6 +97,17 @@ class ClientEnvPort:
     def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]:
         tasks = self.client.list_tasks(self.environment, split=split)
         return [task.task_id for task in tasks if not families or task.family in families]
+
+
+def _step_view(session_id: str, result: Any) -> EnvView:
+    return _view(
+        session_id,
+        result.observation,
+        reward=result.reward,
+        terminated=result.terminated,
+        truncated=result.truncated,
+        won=result.won,
+    )
 
 
 def _view(session_id: str, observation: Any, **step: Any) -> EnvView:

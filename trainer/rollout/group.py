@@ -160,7 +160,7 @@ class GroupRollout:
         texts = [self.tokenizer.decode(g.token_ids, skip_special_tokens=True) for g in generations]
         actions = [self._action(g, t) for g, t in zip(generations, texts, strict=True)]
         t0 = time.perf_counter()
-        outcomes = self._map(lambda pair: self._step(*pair, stats), list(zip(active, actions, strict=True)))
+        outcomes = self._step_all(active, actions, stats)
         stats.step_s += time.perf_counter() - t0
         for episode, prompt, generation, text, action, outcome in zip(
             active, prompts, generations, texts, actions, outcomes, strict=True
@@ -233,26 +233,49 @@ class GroupRollout:
         tail = limit // PROMPT_TAIL_SHARE
         return ids[: limit - tail] + ids[len(ids) - tail :]
 
-    def _step(self, episode: _Episode, action: str | None, stats: RolloutStats) -> EnvView | str:
-        """The new view, or the reason the trajectory is dropped."""
-        if action is None:
-            return EnvView(
-                session_id=episode.view.session_id,
-                text=INVALID_ACTION_OBSERVATION,
-                task_description=episode.view.task_description,
-                admissible=episode.view.admissible,
-                score=episode.view.score,
-            )
+    def _step_all(self, active: list[_Episode], actions: list[str | None], stats: RolloutStats) -> list[EnvView | str]:
+        """Each episode's new view, or the reason its trajectory is dropped: every parsed action in
+        one batched step (`EnvPort.step_many`); a failed step retried on its own (`_retry`)."""
+        outcomes: list[EnvView | str] = [self._invalid(episode) for episode in active]
+        moving = [index for index, action in enumerate(actions) if action is not None]
+        answers = self.port.step_many(
+            [(active[index].view.session_id, actions[index] or "") for index in moving],
+            admissible=self.settings.admissible,
+            timeout=self.settings.step_timeout_s,
+        )
+        failed: list[tuple[int, EnvhubError]] = []
+        for index, answer in zip(moving, answers, strict=True):
+            if isinstance(answer, EnvhubError):
+                failed.append((index, answer))
+            else:
+                outcomes[index] = answer
+        retried = self._map(lambda item: self._retry(active[item[0]], actions[item[0]] or "", item[1], stats), failed)
+        for (index, _), outcome in zip(failed, retried, strict=True):
+            outcomes[index] = outcome
+        return outcomes
+
+    @staticmethod
+    def _invalid(episode: _Episode) -> EnvView:
+        """What an episode sees after an invalid (unparsed) action: the env is not stepped."""
+        return EnvView(
+            session_id=episode.view.session_id,
+            text=INVALID_ACTION_OBSERVATION,
+            task_description=episode.view.task_description,
+            admissible=episode.view.admissible,
+            score=episode.view.score,
+        )
+
+    def _retry(self, episode: _Episode, action: str, error: EnvhubError, stats: RolloutStats) -> EnvView | str:
+        """After a failed step: restore the turn's snapshot and step again, up to `step_retries` times
+        (with snapshots on); the new view, or the reason the trajectory is dropped."""
+        reason = error.reason
         snapshot = episode.snapshot
-        attempts = 1 + (self.settings.step_retries if snapshot is not None else 0)
-        reason = ""
-        for attempt in range(attempts):
+        for _ in range(self.settings.step_retries if snapshot is not None else 0):
             try:
-                if attempt and snapshot is not None:
-                    stats.retries += 1
-                    self._close(episode.view.session_id)
-                    restored = self.port.restore(snapshot, admissible=self.settings.admissible)
-                    episode.view = EnvView(**{**restored.__dict__, "admissible": episode.view.admissible})
+                stats.retries += 1
+                self._close(episode.view.session_id)
+                restored = self.port.restore(snapshot, admissible=self.settings.admissible)  # type: ignore[arg-type]
+                episode.view = EnvView(**{**restored.__dict__, "admissible": episode.view.admissible})
                 return self.port.step(
                     episode.view.session_id,
                     action,
