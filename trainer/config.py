@@ -176,6 +176,15 @@ class OptimConfig(_Section):
         8192, ge=16, description="Token budget of one micro-batch; gradients accumulate over micro-batches."
     )
     epochs: int = Field(1, ge=1, description="Passes over each rollout batch (1 = on-policy).")
+    logprob_chunk_tokens: int = Field(
+        1024,
+        ge=0,
+        description="Positions projected to the vocabulary at a time when computing log-probs (fp32 temporaries "
+        "of one chunk only, recomputed in backward); 0 = the whole micro-batch at once.",
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute each decoder layer's activations in backward (HF gradient checkpointing)."
+    )
     recompute_logp_old: bool | None = Field(
         None,
         description="Recompute logp_old with the learner before the update (verl's default). None: on when the "
@@ -194,6 +203,23 @@ class RayConfig(_Section):
     address: str | None = Field(None, description="Cluster address; None starts a local Ray.")
     num_rollout_workers: int = Field(1, ge=1, description="Rollout worker actors; tasks are split between them.")
     object_store_mb: int = Field(200, ge=75, description="Object store cap for a local Ray.")
+
+
+class PlacementConfig(_Section):
+    """GPUs per role under Ray (docs/gpu.md, docs/design/007-gpu-path.md). `learner_gpus: 0` asks for no GPU."""
+
+    mode: Literal["colocated", "split"] = Field(
+        "colocated",
+        description="`colocated`: rollout engines and the teacher share the learner's GPUs (vLLM sleeps during the "
+        "update); `split`: each role gets its own GPUs.",
+    )
+    learner_gpus: int = Field(0, ge=0, description="Learner ranks, one GPU each (FSDP2 over them); 0 = no GPUs (CPU).")
+    rollout_gpus: int = Field(1, ge=1, description="Split mode: GPUs per rollout engine (vLLM tensor parallel).")
+    teacher_gpus: int = Field(1, ge=1, description="Split mode: GPUs of the teacher engine (vLLM tensor parallel).")
+    strategy: Literal["PACK", "STRICT_PACK", "SPREAD"] = Field(
+        "PACK", description="Ray placement-group strategy over the bundles (one bundle per GPU group)."
+    )
+    ready_timeout_s: float = Field(120.0, gt=0, description="Fail when the cluster cannot reserve the GPUs in time.")
 
 
 class RecoveryConfig(_Section):
@@ -259,6 +285,7 @@ class TrainerConfig(_Section):
     objective: ObjectiveConfig = Field(default_factory=ObjectiveConfig)  # type: ignore[arg-type]
     optim: OptimConfig = Field(default_factory=OptimConfig)  # type: ignore[arg-type]
     ray: RayConfig = Field(default_factory=RayConfig)  # type: ignore[arg-type]
+    placement: PlacementConfig = Field(default_factory=PlacementConfig)  # type: ignore[arg-type]
     divopd: DivopdConfig = Field(default_factory=DivopdConfig)  # type: ignore[arg-type]
     eval: EvalConfig = Field(default_factory=EvalConfig)  # type: ignore[arg-type]
 
@@ -280,6 +307,8 @@ class TrainerConfig(_Section):
             raise ValueError("divopd scores turns with the teacher: set models.teacher to a local folder")
         if self.divopd.recovery.enabled and not self.models.teacher:
             raise ValueError("divopd.recovery hands turns to the teacher: set models.teacher to a local folder")
+        if self.placement.learner_gpus and not self.ray.enabled:
+            raise ValueError("placement.learner_gpus reserves GPUs through Ray: set ray.enabled to true")
         return self
 
 

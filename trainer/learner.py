@@ -10,8 +10,13 @@ One `Learner.step(batch)`:
    the current parameters and adds its share of the loss (each token's weight in the reduction is
    computed once on the whole batch, so accumulation gives exactly the full-batch gradient even when
    a trajectory's turn rows fall into different micro-batches);
-3. grad-norm clip, AdamW step. bf16 autocast on CUDA only; FSDP when a process group with more
-   than one rank exists (not exercised on the CPU machines this was built on).
+3. grad-norm clip, AdamW step. bf16 autocast on CUDA only.
+
+Log-probs come from `LogprobModel` (chunked vocabulary projection, `optim.logprob_chunk_tokens`).
+With a process group of more than one rank (`trainer.learner_dist`), the model is sharded with FSDP2,
+every rank sees the whole batch (advantages and loss weights are computed on all of it: global token
+normalisation) and trains on its own contiguous rows; ranks run equally many micro-batches (a rank
+short of rows repeats one with zero weight) because each forward and backward is a collective.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 import torch
 
 from trainer.config import ObjectiveConfig, OptimConfig
+from trainer.learner_dist import LogprobModel, all_reduce_max, all_reduce_sum, rank_rows, shard, world
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.loss import loss_weights, ppo_actor_loss, reduction_unit_ids
 from trainer.objectives.registry import build_config, get_objective
@@ -37,7 +43,7 @@ def token_logprobs(
     model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, S) log-prob of each token given the previous ones (position 0 gets 0), and the
-    (N, S-1, V) log-softmax that predicts positions 1..S-1."""
+    (N, S-1, V) log-softmax that predicts positions 1..S-1 (the unchunked reference of `LogprobModel`)."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask.long()).logits.float()
     log_softmax = torch.log_softmax(logits[:, :-1], dim=-1)
     logp = torch.zeros(input_ids.shape, dtype=log_softmax.dtype, device=log_softmax.device)
@@ -45,16 +51,13 @@ def token_logprobs(
     return logp, log_softmax
 
 
-def masked_entropy(log_softmax: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Sum over `mask` positions (N, S) of the full-vocabulary entropy predicting each token."""
-    with torch.no_grad():
-        supervised = log_softmax[mask[:, 1:]]
-        return -(supervised.exp() * supervised).sum()
-
-
 def micro_batches(batch: TokenBatch, token_budget: int) -> Iterator[tuple[slice, int]]:
     """Consecutive row slices whose padded size (rows x longest row) fits `token_budget`, and their width."""
-    lengths = batch.attention_mask.sum(dim=1).tolist()
+    return length_groups(batch.attention_mask.sum(dim=1).tolist(), token_budget)
+
+
+def length_groups(lengths: list[int], token_budget: int) -> Iterator[tuple[slice, int]]:
+    """`micro_batches` over rows of the given lengths."""
     start = 0
     while start < len(lengths):
         width = int(lengths[start])
@@ -86,8 +89,14 @@ class Learner:
         recompute_logp_old: bool = False,
     ) -> None:
         self.device = torch.device(device)
-        self.model = maybe_fsdp(model.to(self.device))
+        self.rank, self.world_size = world()
+        if optim.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.model = model.to(self.device)
         self.model.train()
+        self.scorer = LogprobModel(self.model, optim.logprob_chunk_tokens)
+        if self.world_size > 1:
+            self.scorer = shard(self.scorer, self.device)
         self.objective = objective
         self.spec = get_objective(objective.name)
         self.hyperparameters = build_config(objective.name, objective.params)
@@ -113,6 +122,8 @@ class Learner:
         for _ in range(self.optim.epochs):
             sums = self._accumulate(batch, advantages.detach(), weights)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.grad_clip)
+            if hasattr(grad_norm, "full_tensor"):  # FSDP2: a DTensor over the ranks' shards
+                grad_norm = grad_norm.full_tensor()
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
@@ -137,10 +148,12 @@ class Learner:
         the rollout engine differs from the learner: the first PPO ratio is then exactly 1), and
         `actor/rollout_logp_abs_diff`, the mean |rollout log-prob - recomputed| over supervised tokens."""
         logp_old = torch.zeros_like(batch.logp_old)
-        for rows, width in micro_batches(batch, self.optim.micro_batch_tokens):
+        for rows, width, real in self._schedule(batch):
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
-                logp, _ = token_logprobs(self.model, batch.input_ids[rows, :width], batch.attention_mask[rows, :width])
-            logp_old[rows, :width] = logp.to(logp_old.dtype)
+                logp, _ = self.scorer(batch.input_ids[rows, :width], batch.attention_mask[rows, :width])
+            if real:
+                logp_old[rows, :width] = logp.to(logp_old.dtype)
+        all_reduce_sum(logp_old)  # each rank filled its own rows
         mask = batch.loss_mask
         logp_old = torch.where(mask, logp_old.clamp(max=0.0), torch.zeros_like(logp_old))
         diff = (logp_old - batch.logp_old)[mask].abs()
@@ -151,67 +164,115 @@ class Learner:
         weighted: dict[str, float] = {}
         entropy_sum = 0.0
         total = max(float(batch.loss_mask.sum()), 1.0)
-        for rows, width in micro_batches(batch, self.optim.micro_batch_tokens):
+        for rows, width, real in self._schedule(batch):
             ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
             mask = batch.loss_mask[rows, :width]
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
-                logp, log_softmax = token_logprobs(self.model, ids, attn)
+                logp, entropy = self.scorer(ids, attn)
             loss, loss_metrics = ppo_actor_loss(
                 logp,
                 batch.logp_old[rows, :width],
                 advantages[rows, :width],
                 mask,
                 clip_eps=self.objective.clip_eps,
-                weights=weights[rows, :width],
+                weights=weights[rows, :width] * float(real),
             )
-            loss.backward()
-            entropy_sum += float(masked_entropy(log_softmax, mask))
+            # FSDP averages gradients over ranks; the weights are already global, so scale back up.
+            (loss * self.world_size).backward()
+            if not real:
+                continue
+            entropy_sum += float(entropy[mask].sum())
             share = float(mask.sum()) / total
             for name, value in loss_metrics.items():
                 if name != "actor/pg_loss":
                     weighted[name] = weighted.get(name, 0.0) + share * float(value)
             weighted["actor/pg_loss"] = weighted.get("actor/pg_loss", 0.0) + float(loss.detach())
         weighted["actor/entropy"] = entropy_sum / total
-        return weighted
+        return self._sum_over_ranks(weighted)
+
+    def _schedule(self, batch: TokenBatch) -> list[tuple[slice, int, bool]]:
+        """This rank's micro-batches (rows, width, real); padded with zero-weight repeats of a row
+        to the largest count over ranks, since each forward and backward is a collective under FSDP."""
+        own = rank_rows(batch.num_rows, self.rank, self.world_size)
+        lengths = batch.attention_mask[own].sum(dim=1).tolist()
+        plan = [
+            (slice(own.start + r.start, own.start + r.stop), width, True)
+            for r, width in length_groups(lengths, self.optim.micro_batch_tokens)
+        ]
+        count = all_reduce_max(len(plan), self.device)
+        filler = (slice(0, 1), int(batch.attention_mask[0].sum()), False)
+        return plan + [filler] * (count - len(plan))
+
+    def _sum_over_ranks(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Each metric summed over ranks (each rank's value is its share of the global one)."""
+        if self.world_size == 1:
+            return metrics
+        names = sorted(metrics)
+        values = all_reduce_sum(torch.tensor([metrics[n] for n in names], dtype=torch.float64, device=self.device))
+        return dict(zip(names, values.tolist(), strict=True))
 
     def weights(self) -> dict[str, torch.Tensor]:
-        """CPU copy of the current parameters, named as in the HF state dict (for rollout workers)."""
-        return {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.model.state_dict().items()}
+        """CPU copy of the current parameters, named as in the HF state dict (for rollout workers).
+        Sharded: a collective; rank 0 gets the full dict, the other ranks an empty one."""
+        if self.world_size == 1:
+            return {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.model.state_dict().items()}
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        full = get_model_state_dict(self.scorer, options=options)
+        return {name.removeprefix("lm."): tensor for name, tensor in full.items() if isinstance(tensor, torch.Tensor)}
 
     def save(self, folder: str | Path, tokenizer: Any = None) -> Path:
         """Write model (HF folder), optimizer, step and RNG states to `folder`."""
         out = Path(folder)
+        if self.world_size > 1:
+            return self._save_sharded(out, tokenizer)
         out.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(out)
         if tokenizer is not None:
             tokenizer.save_pretrained(out)
+        self._save_state(out, self.optimizer.state_dict())
+        return out
+
+    def _save_sharded(self, out: Path, tokenizer: Any) -> Path:
+        """Gather full model and optimizer states to rank 0 (a collective), which writes the same
+        files as one rank does."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+        weights = self.weights()
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        optimizer = get_optimizer_state_dict(self.scorer, self.optimizer, options=options)
+        if self.rank == 0:
+            out.mkdir(parents=True, exist_ok=True)
+            self.model.save_pretrained(out, state_dict=weights)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(out)
+            self._save_state(out, optimizer)
+        torch.distributed.barrier()
+        return out
+
+    def _save_state(self, out: Path, optimizer: Any) -> None:
         state = {
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": optimizer,
             "global_step": self.global_step,
             "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(),
         }
         torch.save(state, out / STATE_FILE)
-        return out
 
     def load(self, folder: str | Path) -> None:
         """Restore optimizer, step and RNG states saved by `save` (the model is loaded by the caller)."""
         state = torch.load(Path(folder) / STATE_FILE, weights_only=False)
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.world_size > 1:
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+            options = StateDictOptions(full_state_dict=True)
+            set_optimizer_state_dict(self.scorer, self.optimizer, state["optimizer"], options=options)
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.global_step = int(state["global_step"])
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
-
-
-def maybe_fsdp(model: Any) -> Any:
-    """Wrap in FSDP when a multi-rank process group is initialised (GPU clusters); otherwise unchanged."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return model
-    if torch.distributed.get_world_size() < 2:
-        return model
-    from torch.distributed.fsdp import FullyShardedDataParallel
-
-    return FullyShardedDataParallel(model, use_orig_params=True)
 
 
 def apply_weights(model: Any, weights: Mapping[str, torch.Tensor]) -> None:

@@ -1,7 +1,8 @@
 """Executors: where the workers live. The worker group (the single controller, as in verl) holds
 worker handles and calls their methods through an executor; the roles themselves are plain classes.
 
-    executor.spawn(cls, *args)               -> handle (the object itself, or a Ray actor)
+    executor.reserve(bundles)                -> reserve GPU bundles (a Ray placement group; no-op locally)
+    executor.spawn(cls, *args, slot=slot)    -> handle (the object itself, or a Ray actor in its slot)
     executor.submit(handle, "method", *args) -> pending result; may be passed on as another call's argument
     executor.gather(pendings)                -> results, in order
     executor.call(handle, "method", *args)   -> one result (submit + gather)
@@ -19,13 +20,18 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from trainer.config import TrainerConfig
+from trainer.workers.placement import Slot
 
 
 class Executor(Protocol):
     """Creates workers and runs their methods."""
 
-    def spawn(self, cls: type, *args: Any) -> Any:
-        """A new worker `cls(*args)`; returns its handle."""
+    def reserve(self, bundles: Sequence[dict[str, float]]) -> None:
+        """Reserve resource bundles that later `spawn(..., slot=...)` calls place workers into."""
+        ...
+
+    def spawn(self, cls: type, *args: Any, slot: Slot | None = None) -> Any:
+        """A new worker `cls(*args)` in `slot` (its bundle and GPU share); returns its handle."""
         ...
 
     def submit(self, worker: Any, method: str, *args: Any) -> Any:
@@ -48,7 +54,12 @@ class Executor(Protocol):
 class LocalExecutor:
     """Workers are objects in this process; a call runs when submitted."""
 
-    def spawn(self, cls: type, *args: Any) -> Any:
+    def reserve(self, bundles: Sequence[dict[str, float]]) -> None:
+        if bundles:
+            raise ValueError("GPU placement needs Ray: set ray.enabled to true")
+
+    def spawn(self, cls: type, *args: Any, slot: Slot | None = None) -> Any:
+        del slot
         return cls(*args)
 
     def submit(self, worker: Any, method: str, *args: Any) -> Any:
@@ -65,19 +76,45 @@ class LocalExecutor:
 
 
 class RayExecutor:
-    """Workers are Ray actors (`num_cpus=0`: placement is the cluster's business, not a CPU count)."""
+    """Workers are Ray actors (`num_cpus=0`); GPUs come from the placement group of `reserve`: each
+    actor asks its slot's `num_gpus` in its own bundle, so Ray sets its `CUDA_VISIBLE_DEVICES`."""
 
     def __init__(self, config: TrainerConfig) -> None:
         import ray
 
         init_ray(config)
         self._ray = ray
-        self._remote: dict[type, Any] = {}
+        self._timeout_s = config.placement.ready_timeout_s
+        self._strategy = config.placement.strategy
+        self._group: Any = None
 
-    def spawn(self, cls: type, *args: Any) -> Any:
-        if cls not in self._remote:
-            self._remote[cls] = self._ray.remote(num_cpus=0)(cls)
-        return self._remote[cls].remote(*args)
+    def reserve(self, bundles: Sequence[dict[str, float]]) -> None:
+        if not bundles:
+            return
+        from ray.util.placement_group import placement_group
+
+        group = placement_group(list(bundles), strategy=self._strategy)
+        ready, _ = self._ray.wait([group.ready()], timeout=self._timeout_s)
+        if not ready:
+            self._ray.util.remove_placement_group(group)
+            raise RuntimeError(
+                f"Ray could not reserve {list(bundles)} within {self._timeout_s:.0f} s "
+                f"(cluster has {self._ray.cluster_resources()}): lower placement.* or add GPUs"
+            )
+        self._group = group
+
+    def spawn(self, cls: type, *args: Any, slot: Slot | None = None) -> Any:
+        options: dict[str, Any] = {"num_cpus": 0}
+        if slot is not None and slot.bundle is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            if self._group is None:
+                raise RuntimeError("spawn into a bundle before reserve()")
+            options["num_gpus"] = slot.num_gpus
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=self._group, placement_group_bundle_index=slot.bundle
+            )
+        return self._ray.remote(**options)(cls).remote(*args)
 
     def submit(self, worker: Any, method: str, *args: Any) -> Any:
         return getattr(worker, method).remote(*args)
@@ -91,6 +128,9 @@ class RayExecutor:
     def kill(self, workers: Sequence[Any]) -> None:
         for worker in workers:
             self._ray.kill(worker)
+        if self._group is not None:
+            self._ray.util.remove_placement_group(self._group)
+            self._group = None
 
 
 def make_executor(config: TrainerConfig) -> Executor:

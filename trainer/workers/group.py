@@ -16,7 +16,8 @@ from trainer.objectives.batch import TokenBatch
 from trainer.objectives.registry import get_objective
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
 from trainer.workers.executor import Executor, make_executor
-from trainer.workers.learner import LearnerWorker
+from trainer.workers.learner import LearnerWorker, Rendezvous, rendezvous_address
+from trainer.workers.placement import plan_placement
 from trainer.workers.rollout import RolloutWorker
 from trainer.workers.teacher import TeacherWorker
 
@@ -34,13 +35,37 @@ class WorkerGroup:
         self.config = config
         self.executor = executor or make_executor(config)
         per_target = max(1, config.ray.num_rollout_workers // max(len(targets), 1))
-        spawn = self.executor.spawn
-        self.rollout_workers: list[Any] = [spawn(RolloutWorker, config, t) for t in targets for _ in range(per_target)]
+        rollout_targets = [t for t in targets for _ in range(per_target)]
         needs_teacher = get_objective(config.objective.name).needs_teacher
-        self.teacher: Any = spawn(TeacherWorker, config) if needs_teacher else None
-        self.learner: Any = spawn(LearnerWorker, config, resume_from)
+        plan = plan_placement(config.placement, len(rollout_targets), needs_teacher)
+        self.executor.reserve(plan.bundles)
+        spawn = self.executor.spawn
+        self.rollout_workers: list[Any] = [
+            spawn(RolloutWorker, config, t, slot=slot) for t, slot in zip(rollout_targets, plan.rollout, strict=True)
+        ]
+        self.teacher: Any = spawn(TeacherWorker, config, slot=plan.teacher) if needs_teacher else None
+        self.learners: list[Any] = self._spawn_learners(plan.learner, resume_from)
+        self.learner: Any = self.learners[0]
         if resume_from:
             self.sync_weights()
+
+    def _spawn_learners(self, slots: Sequence[Any], resume_from: str | None) -> list[Any]:
+        """One learner per slot; more than one form a process group (FSDP2) met at rank 0's node."""
+        if len(slots) == 1:
+            return [self.executor.spawn(LearnerWorker, self.config, resume_from, slot=slots[0])]
+        probe = self.executor.spawn(_AddressProbe, slot=slots[0])
+        address, port = self.executor.call(probe, "address")
+        self.executor.kill([probe])
+        return [
+            self.executor.spawn(
+                LearnerWorker, self.config, resume_from, Rendezvous(rank, len(slots), address, port), slot=slot
+            )
+            for rank, slot in enumerate(slots)
+        ]
+
+    def _on_learners(self, method: str, *args: Any) -> Any:
+        """`method` on every learner rank (they run collectives together); rank 0's result."""
+        return self.executor.gather([self.executor.submit(r, method, *args) for r in self.learners])[0]
 
     def rollout(
         self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
@@ -63,12 +88,14 @@ class WorkerGroup:
 
     def learn(self, batch: TokenBatch) -> dict[str, float]:
         """One learner update; its metrics."""
-        metrics: dict[str, float] = self.executor.call(self.learner, "step", batch)
+        metrics: dict[str, float] = self._on_learners("step", batch)
         return metrics
 
     def sync_weights(self) -> None:
         """Push the learner's weights to every rollout worker (once through the object store under Ray)."""
-        weights = self.executor.submit(self.learner, "weights")
+        pending = [self.executor.submit(r, "weights") for r in self.learners]
+        weights = pending[0]  # rank 0 holds the full state dict; the other ranks join the gather
+        self.executor.gather(pending[1:])
         self.executor.gather([self.executor.submit(w, "update_weights", weights) for w in self.rollout_workers])
 
     def global_step(self) -> int:
@@ -77,7 +104,7 @@ class WorkerGroup:
 
     def save(self, folder: str) -> str:
         """Checkpoint the learner into `folder`."""
-        return str(self.executor.call(self.learner, "save", folder))
+        return str(self._on_learners("save", folder))
 
     def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]:
         """Task ids of a split, asked of the first rollout worker's server."""
@@ -87,7 +114,14 @@ class WorkerGroup:
     def close(self) -> None:
         """Close the rollout workers, then release every worker."""
         self.executor.gather([self.executor.submit(w, "close") for w in self.rollout_workers])
-        self.executor.kill([*self.rollout_workers, self.learner, *([self.teacher] if self.teacher else [])])
+        self.executor.kill([*self.rollout_workers, *self.learners, *([self.teacher] if self.teacher else [])])
+
+
+class _AddressProbe:
+    """Runs in learner rank 0's bundle: the node address and a free port for the process group."""
+
+    def address(self) -> tuple[str, int]:
+        return rendezvous_address()
 
 
 def split_tasks(tasks: Sequence[tuple[str, int]], parts: int) -> list[list[tuple[str, int]]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -12,14 +14,52 @@ from trainer.objectives.batch import TokenBatch
 from trainer.workers.factory import resolve_device
 
 
-class LearnerWorker:
-    """The learner process: loads the student (or a checkpoint), applies updates, saves checkpoints."""
+@dataclass(frozen=True)
+class Rendezvous:
+    """One learner rank's place in the process group: rank 0 listens on `address:port`."""
 
-    def __init__(self, config: TrainerConfig, resume_from: str | None = None) -> None:
+    rank: int
+    world_size: int
+    address: str
+    port: int
+
+
+def rendezvous_address() -> tuple[str, int]:
+    """This node's address (as Ray sees it) and a free TCP port, for rank 0 to listen on."""
+    import ray
+
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        port = int(sock.getsockname()[1])
+    return ray.util.get_node_ip_address(), port
+
+
+def join_process_group(rendezvous: Rendezvous, device: str) -> None:
+    """Join the learners' default process group (NCCL on CUDA, gloo on CPU); `cuda:0` is this
+    actor's own GPU (Ray set CUDA_VISIBLE_DEVICES from its bundle)."""
+    if device == "cuda":
+        torch.cuda.set_device(0)
+    torch.distributed.init_process_group(
+        backend="nccl" if device == "cuda" else "gloo",
+        init_method=f"tcp://{rendezvous.address}:{rendezvous.port}",
+        rank=rendezvous.rank,
+        world_size=rendezvous.world_size,
+    )
+
+
+class LearnerWorker:
+    """The learner process: loads the student (or a checkpoint), applies updates, saves checkpoints.
+    With a `rendezvous`, one rank of an FSDP2 learner (every rank gets every call)."""
+
+    def __init__(
+        self, config: TrainerConfig, resume_from: str | None = None, rendezvous: Rendezvous | None = None
+    ) -> None:
         from trainer.models.loading import load_model, load_tokenizer
 
         torch.manual_seed(config.seed)
         device = resolve_device(config.backend.device)
+        if rendezvous is not None and rendezvous.world_size > 1:
+            join_process_group(rendezvous, device)
         self.tokenizer = load_tokenizer(config.models.student)
         model = load_model(resume_from or config.models.student, device=device)
         recompute = config.optim.recompute(config.backend.kind)
