@@ -206,12 +206,12 @@ class RayConfig(_Section):
 
 
 class PlacementConfig(_Section):
-    """GPUs per role under Ray (docs/gpu.md, docs/design/007-gpu-path.md). `learner_gpus: 0` asks for no GPU."""
+    """GPUs per role under Ray (docs/gpu.md, docs/design/010-gpu-path.md). `learner_gpus: 0` asks for no GPU."""
 
     mode: Literal["colocated", "split"] = Field(
         "colocated",
-        description="`colocated`: rollout engines and the teacher share the learner's GPUs (vLLM sleeps during the "
-        "update); `split`: each role gets its own GPUs.",
+        description="`colocated`: rollout engines and the teacher share the learner's GPUs (vLLM sleep/wake: not yet "
+        "implemented); `split`: each role gets its own GPUs.",
     )
     learner_gpus: int = Field(0, ge=0, description="Learner ranks, one GPU each (FSDP2 over them); 0 = no GPUs (CPU).")
     rollout_gpus: int = Field(1, ge=1, description="Split mode: GPUs per rollout engine (vLLM tensor parallel).")
