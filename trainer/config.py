@@ -223,9 +223,8 @@ class PlacementConfig(_Section):
 
 
 class RecoveryConfig(_Section):
-    """Teacher takeover of no-progress rollouts (DivOPD `+R`); off at evaluation."""
+    """Teacher takeover of no-progress rollouts (DivOPD `+R`, `rollout.strategy: recovery`); off at evaluation."""
 
-    enabled: bool = Field(False, description="Hand no-progress rollouts to the teacher for a few turns.")
     patience: int = Field(
         3, ge=1, description="Turns without progress (repeated action/observation, invalid action) that trigger it."
     )
@@ -252,8 +251,16 @@ class DivopdConfig(_Section):
     max_pending_age: int = Field(8, ge=0, description="W: pending rows are dropped once q - first_seen > W.")
     producers: int = Field(1, ge=1, description="Rollout producers (threads, or Ray actors when ray.enabled).")
     sync_every: int = Field(1, ge=1, description="Learner updates between weight pushes to the producers.")
+    schedule: Literal["async", "lockstep"] = Field(
+        "async",
+        description="`async`: producers run freely beside the learner; `lockstep`: each producer plays one rollout "
+        "batch per update (a fixed, reproducible arrival rate for stress tests).",
+    )
     min_rows: int = Field(0, ge=0, description="Rows buffered before an update may start (0: batch_rows).")
-    recovery: RecoveryConfig = Field(default_factory=RecoveryConfig)  # type: ignore[arg-type]
+    recovery: RecoveryConfig = Field(
+        default_factory=RecoveryConfig,  # type: ignore[arg-type]
+        description="Teacher takeover with `rollout.strategy: recovery`: patience, takeover_turns, rewind.",
+    )
 
 
 class EvalConfig(_Section):
@@ -305,8 +312,16 @@ class TrainerConfig(_Section):
             raise ValueError("divopd trains on turn rows: set prompt.context to history")
         if self.divopd.enabled and not self.models.teacher:
             raise ValueError("divopd scores turns with the teacher: set models.teacher to a local folder")
-        if self.divopd.recovery.enabled and not self.models.teacher:
-            raise ValueError("divopd.recovery hands turns to the teacher: set models.teacher to a local folder")
+        if self.rollout.strategy == "recovery":
+            if not self.models.teacher:
+                raise ValueError("rollout.strategy recovery hands turns to the teacher: set models.teacher")
+            if self.prompt.context != "history":
+                raise ValueError("rollout.strategy recovery rewinds the prompt history: set prompt.context to history")
+            if self.divopd.recovery.rewind and not self.rollout.snapshots:
+                raise ValueError(
+                    "divopd.recovery.rewind restores turn snapshots: set rollout.snapshots to true "
+                    "(or divopd.recovery.rewind to false)"
+                )
         if self.placement.learner_gpus and not self.ray.enabled:
             raise ValueError("placement.learner_gpus reserves GPUs through Ray: set ray.enabled to true")
         return self

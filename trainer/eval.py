@@ -47,7 +47,9 @@ def evaluate(
             return evaluate(
                 config, policy, targets=started, seed=seed, task_ids=task_ids, samples=samples, temperature=temperature
             )
-    worker = RolloutWorker(config, targets[0], policy_path=path)
+    plain = config.model_copy(deep=True)
+    plain.rollout.strategy = "group"  # evaluation plays the policy alone: no takeover, no branching
+    worker = RolloutWorker(plain, targets[0], policy_path=path)
     try:
         ids = list(task_ids or worker.task_ids(config.env.eval_split, config.env.families)[: config.eval.num_tasks])
         if not ids:

@@ -6,7 +6,8 @@ s(u)). The learner calls `take(q)` at update q: the buffer runs `select_batch` (
 reader) over its pending pool and arrival queue and returns the selected turns, grouped by
 rollout, ready for `SyncGroups`, plus the `divopd/*` diagnostics.
 
-`ExperienceBuffer` is a plain class; `RayBuffer` runs it as a Ray actor behind the same methods.
+`ExperienceBuffer` is a plain class (thread-safe); an executor spawns it in-process or as a Ray actor
+(`trainer.workers.make_executor`), and callers reach it through the same methods either way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from trainer.batching.divopd import PendingRow, RowMeta, SamplerSettings, select_batch
 from trainer.batching.divopd_stats import FlowCounters, Utilization, batch_metrics
@@ -151,32 +151,3 @@ class ExperienceBuffer:
         """Cumulative flow and utilization diagnostics."""
         with self._lock:
             return {**self.flow.metrics(), **self.utilization.metrics()}
-
-
-class RayBuffer:
-    """`ExperienceBuffer` as a Ray actor; same methods, blocking on the result."""
-
-    def __init__(self, settings: SamplerSettings) -> None:
-        import ray
-
-        self._ray = ray
-        self.actor: Any = ray.remote(num_cpus=0)(ExperienceBuffer).remote(settings)
-
-    def push(self, trajectories: Sequence[Trajectory], version: int) -> int:
-        rows: int = self._ray.get(self.actor.push.remote(list(trajectories), version))
-        return rows
-
-    def available(self) -> int:
-        count: int = self._ray.get(self.actor.available.remote())
-        return count
-
-    def take(self, q: int) -> TakenBatch:
-        batch: TakenBatch = self._ray.get(self.actor.take.remote(q))
-        return batch
-
-    def metrics(self) -> dict[str, float]:
-        values: dict[str, float] = self._ray.get(self.actor.metrics.remote())
-        return values
-
-    def close(self) -> None:
-        self._ray.kill(self.actor)

@@ -23,6 +23,7 @@ from trainer.backends.base import Generation, GenerationBackend, SamplingSetting
 from trainer.prompts import INVALID_ACTION_OBSERVATION, PastStep, PromptRenderer, PromptState, encode_user_turn
 from trainer.prompts.parse import parse_action
 from trainer.rollout.envport import EnvPort, EnvView
+from trainer.rollout.takeover import ProgressTracker, Recovery
 from trainer.rollout.types import Trajectory, Turn
 
 T = TypeVar("T")
@@ -65,6 +66,12 @@ class RolloutStats:
     """Prompts over `max_prompt_tokens` that lost history steps (or, as a last resort, their middle)."""
     generated_tokens: int = 0
     retries: int = 0
+    takeovers: int = 0
+    """Teacher takeovers started (DivOPD +R)."""
+    teacher_turns: int = 0
+    """Turns the teacher played during takeovers."""
+    rewinds: int = 0
+    """Takeovers that first restored the last progressing turn's snapshot."""
     dropped: Counter[str] = field(default_factory=Counter)
     generate_s: float = 0.0
     step_s: float = 0.0
@@ -79,6 +86,9 @@ class RolloutStats:
             "rollout/trimmed_prompt_ratio": self.trimmed_prompts / max(self.turns, 1),
             "rollout/generated_tokens": float(self.generated_tokens),
             "rollout/retries": float(self.retries),
+            "takeover/count": float(self.takeovers),
+            "takeover/turns": float(self.teacher_turns),
+            "takeover/rewinds": float(self.rewinds),
             "rollout/dropped": float(sum(self.dropped.values())),
             "rollout/generate_s": self.generate_s,
             "rollout/step_s": self.step_s,
@@ -98,6 +108,8 @@ class _Episode:
     context: list[int] = field(default_factory=list)
     """Full-mode token context (prompt + responses so far)."""
     snapshot: bytes | None = None
+    tracker: ProgressTracker | None = None
+    """No-progress detector and takeover state (only with recovery)."""
 
     @property
     def active(self) -> bool:
@@ -114,8 +126,10 @@ class GroupRollout:
         tokenizer: Any,
         renderer: PromptRenderer,
         settings: RolloutSettings,
+        recovery: Recovery | None = None,
     ) -> None:
         self.port = port
+        self.recovery = recovery
         self.backend = backend
         self.tokenizer = tokenizer
         self.renderer = renderer
@@ -149,23 +163,27 @@ class GroupRollout:
     # ------------------------------------------------------------------ one turn
 
     def _turn(self, active: list[_Episode], sampling: SamplingSettings, seed: int | None, stats: RolloutStats) -> None:
+        for episode in active:
+            self._maybe_take_over(episode, stats)
         if self.settings.snapshots:
             snapshots = self._map(lambda e: self.port.snapshot(e.view.session_id), active)
             for episode, snapshot in zip(active, snapshots, strict=True):
                 episode.snapshot = snapshot
         prompts = [self._prompt_ids(e, stats) for e in active]
         t0 = time.perf_counter()
-        generations = self.backend.generate(prompts, dataclasses.replace(sampling, seed=seed))
+        by_teacher = [e.tracker is not None and e.tracker.teacher_acting for e in active]
+        generations = self._generate(prompts, by_teacher, dataclasses.replace(sampling, seed=seed))
         stats.generate_s += time.perf_counter() - t0
         texts = [self.tokenizer.decode(g.token_ids, skip_special_tokens=True) for g in generations]
         actions = [self._action(g, t) for g, t in zip(generations, texts, strict=True)]
         t0 = time.perf_counter()
         outcomes = self._step_all(active, actions, stats)
         stats.step_s += time.perf_counter() - t0
-        for episode, prompt, generation, text, action, outcome in zip(
-            active, prompts, generations, texts, actions, outcomes, strict=True
+        for episode, prompt, generation, text, action, outcome, teacher in zip(
+            active, prompts, generations, texts, actions, outcomes, by_teacher, strict=True
         ):
             stats.turns += 1
+            stats.teacher_turns += teacher
             stats.invalid_turns += action is None
             stats.truncated_turns += generation.finish_reason == "length"
             stats.generated_tokens += len(generation.token_ids)
@@ -173,7 +191,37 @@ class GroupRollout:
                 episode.trajectory.dropped = outcome
                 stats.dropped[outcome] += 1
                 continue
-            self._record(episode, prompt, generation, text, action, outcome)
+            self._record(episode, prompt, generation, text, action, outcome, teacher)
+
+    def _generate(
+        self, prompts: list[list[int]], by_teacher: list[bool], sampling: SamplingSettings
+    ) -> list[Generation]:
+        """One batched call per acting model: the student's, and the teacher's for sessions it took over."""
+        if not any(by_teacher) or self.recovery is None:
+            return list(self.backend.generate(prompts, sampling))
+        out: list[Generation | None] = [None] * len(prompts)
+        for backend, flag in ((self.backend, False), (self.recovery.teacher, True)):
+            index = [i for i, teacher in enumerate(by_teacher) if teacher == flag]
+            if index:
+                for i, generation in zip(index, backend.generate([prompts[i] for i in index], sampling), strict=True):
+                    out[i] = generation
+        return [g for g in out if g is not None]
+
+    def _maybe_take_over(self, episode: _Episode, stats: RolloutStats) -> None:
+        """Start a takeover if the student stalled; with rewind, restore the last progressing state first."""
+        if episode.tracker is None or self.recovery is None:
+            return
+        start = episode.tracker.start_takeover()
+        if start is None:
+            return
+        stats.takeovers += 1
+        snapshot = episode.trajectory.turns[start].snapshot
+        if not self.recovery.settings.rewind or snapshot is None:
+            return
+        self._close(episode.view.session_id)
+        episode.view = self.port.restore(snapshot, admissible=self.settings.admissible)
+        episode.past = episode.past[:start]
+        stats.rewinds += 1
 
     def _action(self, generation: Generation, text: str) -> str | None:
         """The parsed action, or None (invalid): unparsable, or cut at `max_new_tokens` under `invalid`."""
@@ -182,7 +230,14 @@ class GroupRollout:
         return parse_action(text, self.renderer.env_name)
 
     def _record(
-        self, episode: _Episode, prompt: list[int], generation: Generation, text: str, action: str | None, view: EnvView
+        self,
+        episode: _Episode,
+        prompt: list[int],
+        generation: Generation,
+        text: str,
+        action: str | None,
+        view: EnvView,
+        teacher: bool = False,
     ) -> None:
         trajectory = episode.trajectory
         limit = len(trajectory.turns) + 1 >= self.settings.max_turns
@@ -202,8 +257,13 @@ class GroupRollout:
                 top_logprobs=generation.top_logprobs,
                 finish_reason=generation.finish_reason,
                 masked=generation.finish_reason == "length" and self.settings.truncation == "mask",
+                teacher=teacher,
             )
         )
+        if episode.tracker is not None:
+            episode.tracker.record(
+                len(trajectory.turns) - 1, action, view.text, episode.view.admissible, teacher=teacher
+            )
         trajectory.won = trajectory.won or view.won
         episode.past.append(PastStep(observation=episode.view.text, action=action or _shorten(text)))
         if self.renderer.context == "full":
@@ -298,6 +358,7 @@ class GroupRollout:
                 trajectory=Trajectory(task_id=task_id, group=group, seed=seed),
                 view=EnvView(**{**first.__dict__, "session_id": sid}),
                 task_description=first.task_description,
+                tracker=ProgressTracker(self.recovery.settings) if self.recovery else None,
             )
             for sid in ids
         ]

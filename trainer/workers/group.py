@@ -149,6 +149,9 @@ def merge_rollouts(results: Sequence[tuple[list[Trajectory], RolloutStats]]) -> 
         stats.invalid_turns += part.invalid_turns
         stats.generated_tokens += part.generated_tokens
         stats.retries += part.retries
+        stats.takeovers += part.takeovers
+        stats.teacher_turns += part.teacher_turns
+        stats.rewinds += part.rewinds
         stats.dropped.update(part.dropped)
         stats.generate_s += part.generate_s
         stats.step_s += part.step_s

@@ -15,7 +15,7 @@ from trainer.models.tiny import TinyModels
 
 def _config(tiny_models: TinyModels, server: str, out: Path, **sections: dict[str, object]) -> TrainerConfig:
     data: dict[str, object] = {
-        "steps": 3,
+        "steps": 2,
         "output_dir": str(out),
         "checkpoint_every": 0,
         "models": {"student": str(tiny_models.student), "teacher": str(tiny_models.teacher)},
@@ -24,7 +24,7 @@ def _config(tiny_models: TinyModels, server: str, out: Path, **sections: dict[st
                 "max_tasks": 8},
         "prompt": {"style": "compact", "history_length": 1, "max_prompt_tokens": 256},
         "rollout": {"group_size": 1, "tasks_per_step": 2, "max_new_tokens": 8},
-        "objective": {"name": "opd"},
+        "objective": {"name": "opd", "reduction": "turn-mean-token-mean"},
         "optim": {"lr": 1e-3},
         "divopd": {"enabled": True, "batch_rows": 4, "initial_cap": 1, "producers": 2},
     }  # fmt: skip
@@ -32,16 +32,18 @@ def _config(tiny_models: TinyModels, server: str, out: Path, **sections: dict[st
     return config_from_dict(data)
 
 
-@pytest.mark.parametrize("reader", ["divopd-base", "vanilla"])
+@pytest.mark.parametrize(("reader", "schedule"), [("divopd-base", "async"), ("vanilla", "lockstep")])
 def test_async_run_logs_divopd_diagnostics(
-    tmp_path: Path, tiny_models: TinyModels, alfworld_server: str, reader: str
+    tmp_path: Path, tiny_models: TinyModels, alfworld_server: str, reader: str, schedule: str
 ) -> None:
     config = _config(tiny_models, alfworld_server, tmp_path / reader)
     config.divopd.reader = reader  # type: ignore[assignment]
+    config.divopd.schedule = schedule  # type: ignore[assignment]
+    config.divopd.producers = 2 if schedule == "async" else 1
     result = train(config, progress=False)
-    assert result.final_step == 3 and result.checkpoint and result.checkpoint.endswith("step_000003")
+    assert result.final_step == 2 and result.checkpoint and result.checkpoint.endswith("step_000002")
     records = read_metrics(tmp_path / reader / "metrics.jsonl")
-    assert [r["step"] for r in records] == [1, 2, 3]
+    assert [r["step"] for r in records] == [1, 2]
     for record in records:
         for key in DIVOPD_KEYS:
             assert key in record, key

@@ -1,0 +1,30 @@
+"""The `recovery` rollout strategy (DivOPD `+R`): `GroupRollout` with teacher takeover of stalled rollouts.
+
+Select it with `rollout.strategy: recovery`; `divopd.recovery` holds patience, takeover turns and
+rewind. The worker loads the frozen teacher as a second generation backend. Evaluation always plays
+the `group` strategy, so takeover never runs there.
+"""
+
+from __future__ import annotations
+
+from trainer.rollout.group import GroupRollout
+from trainer.rollout.strategies import RolloutParts, register_strategy
+from trainer.rollout.takeover import Recovery, RecoverySettings
+
+
+def recovery_rollout(parts: RolloutParts) -> GroupRollout:
+    """A `GroupRollout` whose stalled sessions the teacher takes over."""
+    from trainer.workers.factory import make_generation_backend
+
+    config = parts.config
+    if not config.models.teacher:
+        raise ValueError("rollout.strategy recovery hands turns to the teacher: set models.teacher")
+    r = config.divopd.recovery
+    settings = RecoverySettings(patience=r.patience, takeover_turns=r.takeover_turns, rewind=r.rewind)
+    teacher = make_generation_backend(config, config.models.teacher)
+    return GroupRollout(
+        parts.port, parts.backend, parts.tokenizer, parts.renderer, parts.settings, Recovery(settings, teacher)
+    )
+
+
+register_strategy("recovery", recovery_rollout)
