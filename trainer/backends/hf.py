@@ -34,7 +34,7 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -
 
 
 class _StopMatcher:
-    """Decides whether a response has just produced a stop token or ends with a stop string."""
+    """Decides whether a response has just produced a stop token or completed a stop string."""
 
     def __init__(
         self, stop_token_ids: set[int], stop_strings: Sequence[str], tokenizer: PreTrainedTokenizerBase | None

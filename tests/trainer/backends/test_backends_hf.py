@@ -162,3 +162,24 @@ def test_make_backend_from_a_local_folder(
 def test_vllm_without_the_gpu_extra_names_it(tmp_path: Path) -> None:
     with pytest.raises(ImportError, match=r"\[gpu\] extra"):
         make_backend("vllm", tmp_path)
+
+
+class _PieceTokenizer:
+    """A tokenizer of fixed text pieces, one of which completes `</action>` and carries a newline on."""
+
+    PIECES = ("<action>", "look", "</act", "ion>\n", "ion", ">")
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [2, 4, 5] if text == "</action>" else [self.PIECES.index(text)]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.PIECES[i] for i in ids)
+
+
+def test_a_stop_string_completed_inside_a_token_stops() -> None:
+    from trainer.backends.hf import _StopMatcher
+
+    matcher = _StopMatcher(set(), ["</action>"], _PieceTokenizer())  # type: ignore[arg-type]
+    assert not matcher.stopped([0, 1, 2])
+    assert matcher.stopped([0, 1, 2, 3])  # "</act" + "ion>\n": the string ends inside the last token
+    assert matcher.stopped([0, 1, 2, 4, 5])
