@@ -8,14 +8,17 @@ for weight sync. See docs/gpu.md for what has and has not been run.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from trainer.backends.base import FinishReason, Generation, SamplingSettings
+from trainer.backends.weight_transfer import DEFAULT_BUCKET_BYTES, buckets, cast_for_engine
 
 _WORKER_EXTENSION = "trainer.backends.vllm_worker.WeightSyncExtension"
 
@@ -46,8 +49,15 @@ class VLLMBackend:
         **engine_kwargs: Any,
     ) -> None:
         vllm = _import_vllm()
+        # The in-process engine (InprocClient + uni executor at world size 1) hands `collective_rpc`
+        # arguments to the worker untouched; the default multiprocess engine would turn each tensor
+        # into a list (GPU-FACTS section 1). Tensor-parallel engines need the weight-transfer API.
+        if int(engine_kwargs.get("tensor_parallel_size", 1)) == 1:
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self._vllm = vllm
+        self.bucket_bytes = DEFAULT_BUCKET_BYTES
         self.stop = list(stop)
+        self.dtype = getattr(torch, dtype)
         self.llm = vllm.LLM(
             model=str(model_path),
             dtype=dtype,
@@ -114,7 +124,8 @@ class VLLMBackend:
         return scores
 
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
-        """Send the learner's HF-named weights to every vLLM worker and drop stale prefix-cache blocks."""
-        named = [(name, tensor.detach().cpu().contiguous()) for name, tensor in state_dict.items()]
-        self.llm.collective_rpc("envhub_load_weights", args=(named,))
+        """Send the learner's HF-named weights, cast to bf16 where they are, bucket by bucket to the
+        in-process vLLM worker, then drop stale prefix-cache blocks (updates do not, GPU-FACTS 1)."""
+        for bucket in buckets(cast_for_engine(state_dict, self.dtype), self.bucket_bytes):
+            self.llm.collective_rpc("envhub_load_weights", args=(bucket,))
         self.llm.reset_prefix_cache()
