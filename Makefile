@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup quickstart test lint protos check-protos bench
+.PHONY: setup quickstart test lint protos check-protos bench gpu-smoke
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +23,16 @@ setup: $(STAMP)
 ## The main job: local servers, shipped task sets, a tiny CPU model.
 quickstart: setup
 	$(BIN)/trainer quickstart
+
+## On a CUDA machine only (docs/gpu.md): [gpu] extra in .venv-gpu, `pytest -m gpu`, 2 ATOD steps on vLLM.
+gpu-smoke:
+	mkdir -p runs/gpu-smoke
+	python3 -m venv .venv-gpu && .venv-gpu/bin/pip install -q -e '.[gpu]' pytest
+	.venv-gpu/bin/python -m pytest -q -m gpu > runs/gpu-smoke/pytest.log 2>&1; s=$$?; tail -n 20 runs/gpu-smoke/pytest.log; exit $$s
+	.venv-gpu/bin/trainer make-models --out runs/models > runs/gpu-smoke/make-models.log 2>&1
+	.venv-gpu/bin/trainer train --config trainer/configs/gpu-smoke.yaml --no-progress > runs/gpu-smoke/train.log 2>&1; \
+	  s=$$?; tail -n 20 runs/gpu-smoke/train.log; exit $$s
+	tail -n 2 runs/gpu-smoke/train/metrics.jsonl > runs/gpu-smoke/summary.jsonl; cat runs/gpu-smoke/summary.jsonl
 
 ## The test command (CI runs exactly this).
 test: setup check-protos lint

@@ -88,3 +88,9 @@ def test_reference_lists_every_section() -> None:
     text = reference_markdown()
     for section in ("models", "backend", "env", "prompt", "rollout", "objective", "optim", "ray", "eval"):
         assert f"### `{section}`" in text
+
+
+def test_gpu_smoke_config_is_two_atod_steps_on_vllm_with_the_made_models() -> None:
+    config = load_config("gpu-smoke.yaml")
+    assert (config.steps, config.objective.name, config.backend.kind) == (2, "atod", "vllm")
+    assert config.models.student == "runs/models/student" and config.env.targets == ["local"]
