@@ -81,7 +81,22 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--env", default=DEFAULT_ENV)
     bench.add_argument("--task", default=None, help="task id to step (default: the environment's bench task)")
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
-    bench.add_argument("--sessions", type=int, default=50, help="concurrent sessions for the memory figure")
+    bench.add_argument(
+        "--profile",
+        choices=("serving", "rollout"),
+        default="serving",
+        help="serving: latency, throughput, restore, memory; rollout: N sessions stepping once per turn "
+        "through step_many, against the in-process ideal (docs/results/envhub-bench-rollout-<env>.md)",
+    )
+    bench.add_argument(
+        "--sessions",
+        type=int,
+        default=None,
+        help="serving: concurrent sessions for the memory figure (50); rollout: sessions (1,024; ScienceWorld 256)",
+    )
+    bench.add_argument("--turns", type=int, default=5, help="rollout: turns")
+    bench.add_argument("--group-size", type=int, default=8, help="rollout: sessions per task (G)")
+    bench.add_argument("--workers", type=int, default=2, help="rollout: server worker processes")
     bench.add_argument("--steps", type=int, default=200, help="steps per latency measurement")
     searchqa_cli.add_parser(sub)
     return parser
@@ -156,9 +171,16 @@ def _play(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.profile == "rollout":
+        from envhub.bench.rollout import RolloutBenchSettings, run_rollout_bench
+
+        run_rollout_bench(
+            RolloutBenchSettings(args.env, args.out, args.sessions, args.group_size, args.turns, args.workers)
+        )
+        return 0
     from envhub.bench.run import BenchSettings, run_bench
 
-    run_bench(BenchSettings(args.env, args.task, args.out, args.sessions, args.steps))
+    run_bench(BenchSettings(args.env, args.task, args.out, args.sessions or 50, args.steps))
     return 0
 
 
