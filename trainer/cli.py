@@ -1,4 +1,4 @@
-"""`trainer` command line: train, eval, sft, make-models, quickstart, bench."""
+"""`trainer` command line: train, eval, sft, make-models, quickstart, compare, bench."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 
 from trainer.config import ConfigError, load_config
 
@@ -28,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     _config_args(p)
     p.add_argument("--policy", help="model folder or checkpoint (default: models.student)")
     p.add_argument("--out", help="write the result as JSON here")
+    p.add_argument("--html", help="sample-episodes page (default: next to --out, else <output_dir>/eval/episodes.html)")
     p = sub.add_parser("sft", help="fine-tune on expert trajectories collected through the servers")
     _config_args(p)
     p.add_argument("--model", help="model to fine-tune (default: models.teacher)")
@@ -45,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sft-steps", type=int, help="teacher SFT optimizer steps (default 1500)")
     p.add_argument("--env", choices=["alfworld", "scienceworld", "webshop"], help="default: alfworld if installed")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p = sub.add_parser("compare", help="several objectives/ablations under one budget: report.md + curves")
+    p.add_argument("--config", required=True, help="comparison name (trainer/configs/compare/) or YAML path")
+    p.add_argument("--quick", action="store_true", help="the config's few-minute size (noisy numbers)")
+    p.add_argument("--seeds", type=int, help="seeds per arm (default: the config's)")
+    p.add_argument("--out", help="output folder (default: runs/compare-<config>[-quick])")
+    p.add_argument("--models", help="tiny models folder, made and cached (default: runs/models[-quick])")
     p = sub.add_parser("bench", help="learner overhead and rollout throughput benchmarks")
     p.add_argument("--out", default="docs/results", help="folder for trainer-bench.json / .md")
     p.add_argument("--repeats", type=int, default=5)
@@ -68,6 +76,13 @@ def _run(args: argparse.Namespace) -> int:
         sized = {k: v for k, v in sizes.items() if v is not None}
         quickstart(args.out, args.models, overrides=args.overrides, env=args.env, **sized)
         return 0
+    if args.command == "compare":
+        from trainer.compare import compare
+
+        default_out = f"runs/compare-{Path(args.config).stem}{'-quick' if args.quick else ''}"
+        models = args.models or ("runs/models-quick" if args.quick else "runs/models")
+        compare(args.config, args.out or default_out, models, quick=args.quick, seeds=args.seeds)
+        return 0
     if args.command == "bench":
         from trainer.bench import run_bench
 
@@ -83,7 +98,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "eval":
         from trainer.eval import evaluate, write_eval
 
-        evaluation = evaluate(config, args.policy)
+        html = args.html or (
+            Path(args.out).with_suffix(".html") if args.out else Path(config.output_dir) / "eval" / "episodes.html"
+        )
+        evaluation = evaluate(config, args.policy, html=html)
+        print(f"sample episodes: {html}", file=sys.stderr)
         if args.out:
             write_eval(evaluation, args.out)
         print(json.dumps(asdict(evaluation)))

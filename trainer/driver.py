@@ -1,7 +1,7 @@
 """The training driver: one plain loop over a `WorkerGroup` (in-process or Ray).
 
 for step:  tasks -> rollout (G per task) -> [teacher scores] -> SyncGroups batch -> learner
-           -> weights to rollout workers -> [held-out eval every `eval.every` steps]
+           -> weights to rollout workers -> [held-out eval every `eval.every` steps, episodes/step_N.html]
            -> metrics (JSONL, TensorBoard, progress bar) -> checkpoint
 """
 
@@ -18,7 +18,9 @@ from tqdm import tqdm
 
 from trainer.batching import SyncGroups
 from trainer.config import TrainerConfig
+from trainer.episodes_html import write_sample_episodes
 from trainer.metrics import MetricsLogger
+from trainer.models.loading import load_tokenizer
 from trainer.objectives import diagnostics as names
 from trainer.objectives.registry import get_objective
 from trainer.rollout import SamplingSettings, Trajectory
@@ -93,13 +95,20 @@ def evaluation_tasks(config: TrainerConfig, workers: TaskSource) -> list[str]:
     return ids
 
 
-def periodic_eval(config: TrainerConfig, workers: WorkerGroup, task_ids: Sequence[str]) -> dict[str, float]:
+def periodic_eval(
+    config: TrainerConfig, workers: WorkerGroup, task_ids: Sequence[str], html: Path | None = None
+) -> dict[str, float]:
     """One episode per held-out task with the current weights at `eval.temperature` (fixed seeds, so
-    successive evaluations compare): `eval/success_rate`, `eval/mean_turns`, `eval/invalid_turn_ratio`."""
+    successive evaluations compare): `eval/success_rate`, `eval/mean_turns`, `eval/invalid_turn_ratio`.
+    With `html`, sample episodes are written there (teacher gap shaded when the run has a teacher)."""
     sampling = SamplingSettings(
         max_new_tokens=config.rollout.max_new_tokens, temperature=config.eval.temperature, seed=config.seed
     )
     trajectories, stats = workers.rollout([(task_id, config.seed) for task_id in task_ids], sampling, group_size=1)
+    if html is not None:
+        score = workers.score if workers.teacher is not None else None
+        tokenizer = load_tokenizer(config.models.student)
+        write_sample_episodes(trajectories, tokenizer, html, f"held-out episodes at step {html.stem}", score)
     metrics = trajectory_metrics(trajectories, "eval")
     metrics["eval/invalid_turn_ratio"] = stats.invalid_turns / max(stats.turns, 1)
     return metrics
@@ -167,7 +176,8 @@ def _loop(
             metrics.update(workers.learn(composer.compose(trajectories)))
             workers.sync_weights()
             if eval_tasks and (step + 1) % config.eval.every == 0:
-                metrics.update(periodic_eval(config, workers, eval_tasks))
+                html = out / "episodes" / f"step_{step + 1:06d}.html"
+                metrics.update(periodic_eval(config, workers, eval_tasks, html))
             logger.log(step + 1, metrics)
             bar.set_postfix(
                 success=f"{metrics[names.SUCCESS_RATE]:.2f}", turns=f"{metrics[names.MEAN_TURNS]:.1f}", refresh=False

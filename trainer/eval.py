@@ -9,8 +9,9 @@ from pathlib import Path
 
 from trainer.config import TrainerConfig
 from trainer.driver import env_targets, trajectory_metrics
+from trainer.episodes_html import write_sample_episodes
 from trainer.rollout import SamplingSettings
-from trainer.workers import RolloutWorker
+from trainer.workers import RolloutWorker, TeacherWorker
 
 
 @dataclass(frozen=True)
@@ -35,17 +36,27 @@ def evaluate(
     task_ids: Sequence[str] | None = None,
     samples: int = 1,
     temperature: float | None = None,
+    html: str | Path | None = None,
 ) -> EvalResult:
     """Success of `policy` (default: the student) over `samples` episodes per task.
 
     The tasks are `task_ids`, else the first `eval.num_tasks` tasks of `env.eval_split`; the
     temperature is `eval.temperature` unless given. The success rate is the mean over all episodes.
+    With `html`, the first `HTML_EPISODES` (trainer.episodes_html) episodes are written there as a page (gap shaded
+    when `models.teacher` is set).
     """
     path = policy or config.models.student
     if targets is None:
         with env_targets(config) as started:
             return evaluate(
-                config, policy, targets=started, seed=seed, task_ids=task_ids, samples=samples, temperature=temperature
+                config,
+                policy,
+                targets=started,
+                seed=seed,
+                task_ids=task_ids,
+                samples=samples,
+                temperature=temperature,
+                html=html,
             )
     plain = config.model_copy(deep=True)
     plain.rollout.strategy = "group"  # evaluation plays the policy alone: no takeover, no branching
@@ -62,6 +73,9 @@ def evaluate(
         trajectories, stats = worker.run([(task_id, seed) for task_id in ids], sampling, group_size=samples)
     finally:
         worker.close()
+    if html is not None:
+        score = TeacherWorker(config).score if config.models.teacher else None
+        write_sample_episodes(trajectories, worker.tokenizer, html, f"held-out episodes of {path}", score)
     metrics = trajectory_metrics(trajectories, "eval")
     return EvalResult(
         policy=str(path),

@@ -1,0 +1,101 @@
+"""report.md and the curves of a comparison: held-out success vs learner steps and vs student tokens."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from trainer.compare.run import ArmRun, Baselines
+from trainer.compare.spec import CompareSpec
+
+HEADER = (
+    "| arm | held-out success (mean ± sd over seeds) | mean turns | student tokens generated "
+    "| teacher tokens scored | wall s per run | paper (orientation only) |\n|---|---|---|---|---|---|---|"
+)
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
+
+
+def plot_curves(runs: Sequence[ArmRun], arms: Sequence[str], x: str, path: Path) -> Path:
+    """Mean held-out success per arm (band: min-max over seeds) against `steps` or `student_tokens`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in arms:
+        mine = [r for r in runs if r.arm == name]
+        points = list(zip(*(getattr(r, x) for r in mine), strict=True))
+        ys = list(zip(*(r.success for r in mine), strict=True))
+        xs = [statistics.fmean(p) for p in points]
+        ax.plot(xs, [statistics.fmean(y) for y in ys], marker="o", label=name)
+        ax.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys], alpha=0.15)
+    ax.set_xlabel("learner steps" if x == "steps" else "student tokens generated (training rollouts)")
+    ax.set_ylabel("held-out success rate")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_report(spec: CompareSpec, baselines: Baselines, runs: Sequence[ArmRun], out: Path, quick: bool) -> Path:
+    """`out/report.md` with the table, the two plots and the paper's numbers for orientation."""
+    arms = [a.name for a in spec.arms]
+    plot_curves(runs, arms, "steps", out / "success-vs-steps.png")
+    plot_curves(runs, arms, "student_tokens", out / "success-vs-tokens.png")
+    rows = []
+    for name in arms:
+        mine = [r for r in runs if r.arm == name]
+        sr, sr_sd = _mean_sd([r.success[-1] for r in mine])
+        turns, turns_sd = _mean_sd([r.mean_turns[-1] for r in mine])
+        paper = spec.paper.get("success", {}).get(name)
+        rows.append(
+            f"| {name} | {sr:.2f} ± {sr_sd:.2f} | {turns:.1f} ± {turns_sd:.1f} "
+            f"| {statistics.fmean(r.student_tokens[-1] for r in mine):,.0f} "
+            f"| {statistics.fmean(r.teacher_tokens for r in mine):,.0f} "
+            f"| {statistics.fmean(r.wall_s for r in mine):.0f} | {'' if paper is None else f'{paper:.2f} %'} |"
+        )
+    s, t = baselines.student, baselines.teacher
+    gap = "clearly above" if t.success_rate >= s.success_rate + 0.1 else "NOT clearly above (comparison is weak)"
+    links = ", ".join(f"[{name}](runs/{name}/seed0/episodes/step_{spec.steps:06d}.html)" for name in arms)
+    size = "`--quick` size" if quick else "default size"
+    text = f"""# Comparison `{spec.name}` ({size})
+
+Every arm: the same warm-started student and SFT teacher (tiny models, `{spec.base}`), environment
+**{spec.env}** on one local server, the same training tasks, {spec.seeds} seeds (0..{spec.seeds - 1}: task order and
+sampling), {spec.steps} learner steps, the same rollout budget per step and one learning rate
+(optim.lr = {spec.lr}; learning-rate search budget per arm: {spec.lr_search_budget} value, no arm tuned more).
+Held-out: one episode on each of the first {spec.eval_tasks} tasks of the eval split every {spec.eval_every} steps,
+temperature 0.4, fixed seeds.
+
+Starting points (seed 0): **teacher {t.success_rate:.2f}** held-out success ({t.mean_turns:.1f} turns),
+**student {s.success_rate:.2f}** ({s.mean_turns:.1f} turns): the teacher is {gap} the student.
+
+{HEADER}
+{chr(10).join(rows)}
+
+Paper column: {spec.paper.get("source", "none")}. Those are billion-parameter students after
+hundreds of steps on GPUs; ours are ~100k-parameter models after {spec.steps} CPU steps, so only the
+ordering could be compared, and at this size the spread over seeds is of the order of the differences:
+read the table as what these runs measured, not as a verdict on the paper.
+
+![held-out success vs learner steps](success-vs-steps.png)
+
+![held-out success vs student tokens](success-vs-tokens.png)
+
+Sample episodes (HTML; task, prompt tails, responses, actions, observations, rewards, teacher-student
+gap shaded per token): [student at the start](episodes-student.html), [teacher](episodes-teacher.html),
+and after training (seed 0): {links}.
+
+Per-run curves: `runs.json`; each run's metrics: `runs/<arm>/seed<k>/metrics.jsonl`.
+"""
+    path = out / "report.md"
+    path.write_text(text)
+    return path

@@ -1,0 +1,89 @@
+"""Comparison configs (`trainer/configs/compare/<name>.yaml`): arms run under one budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainer.config import ConfigError
+
+SHIPPED = Path(__file__).resolve().parent.parent / "configs" / "compare"
+SIZE_FIELDS = ("seeds", "steps", "eval_every", "eval_tasks", "expert_tasks", "teacher_sft_steps", "student_sft_steps")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One trained variant: an objective plus config overrides."""
+
+    name: str
+    objective: str
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompareSpec:
+    """What every arm shares (models, tasks, seeds, budgets, learning rate) and the arms."""
+
+    name: str
+    base: str
+    env: str
+    arms: tuple[Arm, ...]
+    seeds: int
+    steps: int
+    eval_every: int
+    eval_tasks: int
+    lr: float
+    lr_search_budget: int
+    expert_tasks: int
+    teacher_sft_steps: int
+    student_sft_steps: int
+    common: tuple[str, ...] = ()
+    quick: dict[str, Any] = field(default_factory=dict)
+    paper: dict[str, Any] = field(default_factory=dict)
+
+    def sized(self, quick: bool, seeds: int | None = None) -> CompareSpec:
+        """The `--quick` size when asked, with an explicit seed count on top."""
+        spec = replace(self, **self.quick) if quick else self
+        return replace(spec, seeds=seeds) if seeds else spec
+
+    def arm_overrides(self, arm: Arm, seed: int) -> list[str]:
+        """Config overrides of one arm and seed (budget and learning rate identical across arms)."""
+        return [
+            f"steps={self.steps}",
+            f"seed={seed}",
+            f"optim.lr={self.lr}",
+            f"eval.every={self.eval_every}",
+            f"eval.num_tasks={self.eval_tasks}",
+            "checkpoint_every=0",
+            "resume=false",
+            *self.common,
+            f"objective.name={arm.objective}",
+            *arm.overrides,
+        ]
+
+
+def load_spec(name: str | Path) -> CompareSpec:
+    """A comparison config by path or shipped name (`atod-ablation`)."""
+    path = Path(name)
+    if not path.is_file():
+        path = SHIPPED / f"{Path(name).stem}.yaml"
+        if not path.is_file():
+            shipped = sorted(p.stem for p in SHIPPED.glob("*.yaml"))
+            raise ConfigError(f"comparison {name!r} not found; shipped: {', '.join(shipped)}")
+    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        arms = tuple(Arm(a["name"], a["objective"], tuple(a.get("set", ()))) for a in data.pop("arms"))
+        unknown = set(data.get("quick", {})) - set(SIZE_FIELDS)
+        if unknown:
+            raise ConfigError(f"{path}: quick may only size {', '.join(SIZE_FIELDS)}; got {sorted(unknown)}")
+        spec = CompareSpec(name=path.stem, arms=arms, common=tuple(data.pop("common", ())), **data)
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: bad comparison config ({exc})") from exc
+    if len({a.name for a in arms}) != len(arms):
+        raise ConfigError(f"{path}: arm names must be unique")
+    if spec.steps % spec.eval_every:
+        raise ConfigError(f"{path}: steps ({spec.steps}) must be a multiple of eval_every ({spec.eval_every})")
+    return spec
