@@ -104,7 +104,8 @@ class RolloutConfig(_Section):
     strategy: str = Field(
         "group",
         description="Rollout strategy registered in `trainer.rollout.strategies` (built in: `group`, G forked "
-        "sessions per task in lock-step).",
+        "sessions per task in lock-step; `branch`, BranchOPD's main trajectory per task plus continuations "
+        "from its forks, set in the `branch` section).",
     )
 
     group_size: int = Field(8, ge=1, description="G trajectories per task (GRPO/ATOD: 8; Multi-Rollout OPD: n).")
@@ -131,12 +132,32 @@ class RolloutConfig(_Section):
         return self
 
 
+class PbrSection(_Section):
+    """Protocol-boundary repair (BranchOPD PBR): detection rules and the weight / cap of its loss term."""
+
+    rules: list[str] = Field(
+        default_factory=list,
+        description="PBR rules scanning every response (e.g. stray_close_think, eos_after_answer); empty: PBR off.",
+    )
+    weight: float = Field(0.01, ge=0, description="lambda, the weight of the PBR term.")
+    cap: float | None = Field(0.02, gt=0, description="Cap on each weighted PBR term (None: no cap).")
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> PbrSection:
+        from trainer.branching.rules import rule_names
+
+        unknown = [r for r in self.rules if r not in rule_names()]
+        if unknown:
+            raise ValueError(f"unknown PBR rule(s) {', '.join(unknown)}; known: {', '.join(rule_names())}")
+        return self
+
+
 class ObjectiveConfig(_Section):
     """Which advantage / loss runs, and its hyperparameters (any objective registered in trainer.objectives)."""
 
     name: str = Field(
         "atod",
-        description="An objective registered in `trainer.objectives.registry` (built in: grpo, opd, atod).",
+        description="An objective registered in `trainer.objectives.registry` (built in: grpo, opd, atod, branchopd).",
     )
     params: dict[str, Any] = Field(
         default_factory=dict,
@@ -295,9 +316,22 @@ class TrainerConfig(_Section):
     placement: PlacementConfig = Field(default_factory=PlacementConfig)  # type: ignore[arg-type]
     divopd: DivopdConfig = Field(default_factory=DivopdConfig)  # type: ignore[arg-type]
     eval: EvalConfig = Field(default_factory=EvalConfig)  # type: ignore[arg-type]
+    branch: dict[str, Any] = Field(
+        default_factory=dict,
+        description="BranchOPD fork settings (trainer.branching.select.ForkConfig: num_forks, continuations, "
+        "alpha, window, eta, ...); paper defaults for the rest.",
+    )
+    pbr: PbrSection = Field(default_factory=PbrSection)  # type: ignore[arg-type]
+
+    def fork_config(self) -> Any:
+        """The `branch` section as a `ForkConfig`."""
+        from trainer.branching.select import ForkConfig
+
+        return ForkConfig(**self.branch)
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:
+        self._check_branch()
         from trainer.objectives.registry import get_objective
 
         spec = get_objective(self.objective.name)
@@ -325,6 +359,34 @@ class TrainerConfig(_Section):
         if self.placement.learner_gpus and not self.ray.enabled:
             raise ValueError("placement.learner_gpus reserves GPUs through Ray: set ray.enabled to true")
         return self
+
+    def _check_branch(self) -> None:
+        import dataclasses
+
+        from trainer.branching.select import ForkConfig
+        from trainer.objectives.registry import get_objective
+
+        valid = [f.name for f in dataclasses.fields(ForkConfig)]
+        unknown = sorted(set(self.branch) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown branch setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+        try:
+            fork = self.fork_config()
+        except (TrainerError, TypeError) as exc:
+            raise ValueError(str(exc)) from exc
+        if self.rollout.strategy != "branch":
+            return
+        needs = {
+            "rollout.snapshots: true (forks restore the session at their turn)": self.rollout.snapshots,
+            f"rollout.top_logprobs: {fork.top_logprobs} (fork entropy)": self.rollout.top_logprobs >= fork.top_logprobs,
+            "rollout.group_size: 1 (one main trajectory per task)": self.rollout.group_size == 1,
+            "an objective with a teacher (fork disagreement), e.g. branchopd": get_objective(
+                self.objective.name
+            ).needs_teacher,
+        }
+        missing = [need for need, ok in needs.items() if not ok]
+        if missing:
+            raise ValueError(f"rollout.strategy 'branch' needs {'; '.join(missing)}")
 
 
 def _apply_override(data: dict[str, Any], override: str) -> None:
@@ -380,7 +442,7 @@ def reference_markdown() -> str:
                 default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
                 out.append(f"| `{name}` | `{default!r}` | {field.description or ''} |")
     top = [
-        f"| `{n}` | `{f.default!r}` | {f.description or ''} |"
+        f"| `{n}` | `{f.default_factory() if f.default_factory else f.default!r}` | {f.description or ''} |"  # type: ignore[call-arg]
         for n, f in TrainerConfig.model_fields.items()
         if not (isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel))
     ]

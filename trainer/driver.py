@@ -17,6 +17,7 @@ from typing import Protocol
 from tqdm import tqdm
 
 from trainer.batching import SyncGroups
+from trainer.branching.step import branch_rollout
 from trainer.config import TrainerConfig
 from trainer.episodes_html import write_sample_episodes
 from trainer.metrics import MetricsLogger
@@ -168,11 +169,17 @@ def _loop(
                 top_logprobs=config.rollout.top_logprobs,
                 seed=config.seed * 1_000_003 + step * 1009,
             )
-            trajectories, stats = workers.rollout(sampler.sample(config.rollout.tasks_per_step), sampling)
-            metrics = {**stats.as_metrics(), **trajectory_metrics(trajectories)}
-            if needs_teacher:
-                trajectories, scored = workers.score(trajectories)
-                metrics["teacher/tokens_scored"] = float(scored)
+            tasks = sampler.sample(config.rollout.tasks_per_step)
+            if config.rollout.strategy == "branch":
+                mains, branches, metrics = branch_rollout(workers, tasks, sampling, config.seed * 7919 + step)
+                metrics.update(trajectory_metrics(mains))
+                trajectories = mains + branches
+            else:
+                trajectories, stats = workers.rollout(tasks, sampling)
+                metrics = {**stats.as_metrics(), **trajectory_metrics(trajectories)}
+                if needs_teacher:
+                    trajectories, scored = workers.score(trajectories)
+                    metrics["teacher/tokens_scored"] = float(scored)
             metrics.update(workers.learn(composer.compose(trajectories)))
             workers.sync_weights()
             if eval_tasks and (step + 1) % config.eval.every == 0:

@@ -34,6 +34,7 @@ from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.learner_dist import LogprobModel, all_reduce_max, all_reduce_sum, rank_rows, shard, world
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.loss import loss_weights, ppo_actor_loss, reduction_unit_ids
+from trainer.objectives.pbr import PBR_CONSTRAINTS, PBR_EVENT_PROB, PBR_LOSS, ConstraintBatch, PbrConfig, pbr_loss
 from trainer.objectives.registry import build_config, get_objective
 
 STATE_FILE = "trainer_state.pt"
@@ -87,6 +88,7 @@ class Learner:
         device: str = "cpu",
         *,
         recompute_logp_old: bool = False,
+        pbr: PbrConfig | None = None,
     ) -> None:
         self.device = torch.device(device)
         self.rank, self.world_size = world()
@@ -102,6 +104,8 @@ class Learner:
         self.hyperparameters = build_config(objective.name, objective.params)
         self.reduction = objective.reduction or self.spec.default_reduction
         self.optim = optim
+        self.pbr = pbr
+        """Protocol-boundary repair term added to the loss when the batch carries constraints (None: off)."""
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay
         )
@@ -164,6 +168,7 @@ class Learner:
         weighted: dict[str, float] = {}
         entropy_sum = 0.0
         total = max(float(batch.loss_mask.sum()), 1.0)
+        constraints = batch.constraints if self.pbr is not None and self.pbr.weight > 0 else None
         for rows, width, real in self._schedule(batch):
             ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
             mask = batch.loss_mask[rows, :width]
@@ -177,8 +182,16 @@ class Learner:
                 clip_eps=self.objective.clip_eps,
                 weights=weights[rows, :width] * float(real),
             )
+            aux = loss.new_zeros(())
+            part = constraints.in_rows(rows) if constraints is not None and real else None
+            if part is not None and part.count and constraints is not None:
+                aux, info = self._pbr_term(ids, attn, part, constraints.count)
+                weighted[PBR_LOSS] = weighted.get(PBR_LOSS, 0.0) + float(aux.detach())
+                weighted[PBR_EVENT_PROB] = (
+                    weighted.get(PBR_EVENT_PROB, 0.0) + info["event_prob_sum"] / constraints.count
+                )
             # FSDP averages gradients over ranks; the weights are already global, so scale back up.
-            (loss * self.world_size).backward()
+            ((loss + aux) * self.world_size).backward()
             if not real:
                 continue
             entropy_sum += float(entropy[mask].sum())
@@ -188,7 +201,26 @@ class Learner:
                     weighted[name] = weighted.get(name, 0.0) + share * float(value)
             weighted["actor/pg_loss"] = weighted.get("actor/pg_loss", 0.0) + float(loss.detach())
         weighted["actor/entropy"] = entropy_sum / total
+        if self.pbr is not None:
+            weighted[PBR_CONSTRAINTS] = (
+                float(batch.constraints.count if batch.constraints is not None else 0) / self.world_size
+            )
+            weighted.setdefault(PBR_LOSS, 0.0)
         return self._sum_over_ranks(weighted)
+
+    def _pbr_term(
+        self, ids: torch.Tensor, attn: torch.Tensor, part: ConstraintBatch, total: int
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The PBR term of this micro-batch's constraints: the rows carrying one are run again to read the
+        full next-token distribution at each constrained slot (the scorer keeps only sampled-token log-probs)."""
+        assert self.pbr is not None
+        lm = self.scorer.lm
+        used = torch.unique(part.rows)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+            hidden = lm.model(input_ids=ids[used], attention_mask=attn[used].long()).last_hidden_state
+            slots = hidden[torch.searchsorted(used, part.rows), part.positions - 1]
+            dist = torch.log_softmax(lm.lm_head(slots).float(), dim=-1)
+        return pbr_loss(dist, part, weight=self.pbr.weight, cap=self.pbr.cap, normaliser=total)
 
     def _schedule(self, batch: TokenBatch) -> list[tuple[slice, int, bool]]:
         """This rank's micro-batches (rows, width, real); padded with zero-weight repeats of a row

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from trainer.branching.diagnostics import BRANCH_DIAGNOSTICS
 from trainer.objectives import diagnostics as names
 
 JSONL = "metrics.jsonl"
@@ -26,6 +27,8 @@ PLOTTED: tuple[str, ...] = (
     names.EVAL_MEAN_TURNS,
     "actor/pg_loss",
     names.REVERSE_KL,
+    *BRANCH_DIAGNOSTICS,
+    "pbr/loss",
 )
 """The panels of `training.png`; every one is a metric some producer logs (tested end to end)."""
 

@@ -6,6 +6,9 @@ response, with each turn's response tokens supervised at their own positions.
 Dropped trajectories never become rows; teacher turns and masked turns (`Turn.masked`: a truncated
 response under `rollout.truncation: mask`) are never supervised, and in `history` mode get no row.
 A trajectory whose turns are all masked keeps its outcome in its group's GRPO statistics.
+A turn's tokens before `Turn.supervise_from` are context, not supervised (BranchOPD: a branch's
+shared prefix; a turn it copied from its main trajectory has nothing supervised). PBR constraints on
+supervised tokens become the batch's `constraints`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from trainer.objectives.batch import TokenBatch
+from trainer.objectives.pbr import ConstraintBatch
 from trainer.rollout.types import Trajectory, Turn
 
 
@@ -68,12 +72,20 @@ class SyncGroups:
         turn_ids = torch.full((n, s), -1, dtype=torch.long)
         traj_ids = torch.tensor([index for _, _, index in rows], dtype=torch.long)
         turn_id = 0
+        constraints: list[tuple[int, int, tuple[int, ...], bool]] = []
         for row, (ids, spans, _) in enumerate(rows):
             input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             attention[row, : len(ids)] = True
             for span in spans:
                 end = span.start + len(span.turn.response_ids)
-                loss_mask[row, span.start : end] = True
+                if not span.turn.supervised:
+                    continue
+                loss_mask[row, span.start + span.turn.supervise_from : end] = True
+                constraints += [
+                    (row, span.start + c.offset, c.tokens, c.target)
+                    for c in span.turn.constraints
+                    if span.turn.supervise_from <= c.offset < len(span.turn.response_ids)
+                ]
                 logp_old[row, span.start : end] = torch.tensor(span.turn.logp_old, dtype=torch.float32)
                 if with_teacher and span.turn.logp_teacher is not None:
                     logp_teacher[row, span.start : end] = torch.tensor(span.turn.logp_teacher, dtype=torch.float32)
@@ -89,7 +101,24 @@ class SyncGroups:
             traj_ids=traj_ids,
             rewards=torch.tensor([t.reward for t in kept], dtype=torch.float32),
             group_ids=torch.tensor([t.group for t in kept], dtype=torch.long),
+            constraints=constraint_batch(constraints),
         )
+
+
+def constraint_batch(items: Sequence[tuple[int, int, tuple[int, ...], bool]]) -> ConstraintBatch | None:
+    """(row, position, token set, target) tuples as a `ConstraintBatch`; None when there are none."""
+    if not items:
+        return None
+    width = max(len(tokens) for _, _, tokens, _ in items)
+    sets = torch.full((len(items), width), -1, dtype=torch.long)
+    for i, (_, _, tokens, _) in enumerate(items):
+        sets[i, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+    return ConstraintBatch(
+        rows=torch.tensor([row for row, _, _, _ in items], dtype=torch.long),
+        positions=torch.tensor([pos for _, pos, _, _ in items], dtype=torch.long),
+        token_sets=sets,
+        targets=torch.tensor([target for _, _, _, target in items], dtype=torch.bool),
+    )
 
 
 def _full_row(turns: Sequence[Turn]) -> tuple[list[int], list[_Span]]:

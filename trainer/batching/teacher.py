@@ -9,8 +9,8 @@ from trainer.rollout.types import Trajectory
 
 
 def attach_teacher_logprobs(trajectories: Sequence[Trajectory], scorer: Any) -> int:
-    """Score each student turn's response under `scorer` (a `ScoringBackend`); returns tokens scored."""
-    turns = [turn for t in trajectories if not t.dropped for turn in t.turns if not turn.teacher]
+    """Score each supervised student turn's response under `scorer` (a `ScoringBackend`); returns tokens scored."""
+    turns = [turn for t in trajectories if not t.dropped for turn in t.turns if turn.supervised]
     if not turns:
         return 0
     scores = scorer.score([turn.prompt_ids for turn in turns], [turn.response_ids for turn in turns])

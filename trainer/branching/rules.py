@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from envhub.core.errors import invalid_argument
+from trainer.errors import TrainerError
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def single_token(tokenizer: Any, text: str, rule: str) -> int:
     """The id of `text` if the tokenizer encodes it as exactly one token; else a clear error."""
     ids = tokenizer.encode(text, add_special_tokens=False)
     if len(ids) != 1:
-        raise invalid_argument(
+        raise TrainerError(
             f"PBR rule {rule!r} needs {text!r} to be one token, but this tokenizer splits it into {ids}; "
             "add it as a token or drop the rule from pbr.rules",
             reason="PBR_RULE_TOKENIZER",
@@ -100,7 +100,7 @@ def _stray_close_think(tokenizer: Any) -> Rule:
 
 def _eos_after_answer(tokenizer: Any) -> Rule:
     if tokenizer.eos_token_id is None:
-        raise invalid_argument(
+        raise TrainerError(
             "PBR rule 'eos_after_answer' needs a tokenizer with an EOS token", reason="PBR_RULE_TOKENIZER"
         )
     return EosAfterAnswer(single_token(tokenizer, "</answer>", "eos_after_answer"), (int(tokenizer.eos_token_id),))
@@ -115,7 +115,7 @@ _RULES: dict[str, Callable[[Any], Rule]] = {
 def register_rule(name: str, factory: Callable[[Any], Rule]) -> None:
     """Add a rule factory `factory(tokenizer) -> Rule` under `name`."""
     if name in _RULES:
-        raise invalid_argument(f"PBR rule {name!r} is already registered", reason="PBR_RULE_EXISTS")
+        raise TrainerError(f"PBR rule {name!r} is already registered", reason="PBR_RULE_EXISTS")
     _RULES[name] = factory
 
 
@@ -128,7 +128,7 @@ def make_rules(names: Sequence[str], tokenizer: Any) -> list[Rule]:
     """The named rules built for `tokenizer`; an unknown name lists the known ones."""
     unknown = [n for n in names if n not in _RULES]
     if unknown:
-        raise invalid_argument(
+        raise TrainerError(
             f"unknown PBR rule(s) {', '.join(unknown)}; known: {', '.join(rule_names())}", reason="UNKNOWN_PBR_RULE"
         )
     return [_RULES[n](tokenizer) for n in names]
@@ -137,3 +137,13 @@ def make_rules(names: Sequence[str], tokenizer: Any) -> list[Rule]:
 def scan(rules: Sequence[Rule], response: Sequence[int]) -> list[Constraint]:
     """Every constraint the rules emit for one response, by offset."""
     return sorted((c for rule in rules for c in rule.scan(response)), key=lambda c: (c.offset, c.rule))
+
+
+def annotate_constraints(trajectories: Sequence[Any], rules: Sequence[Rule]) -> None:
+    """Attach the constraints `rules` detect to every supervised turn of `trajectories` (nothing without rules)."""
+    if not rules:
+        return
+    for trajectory in trajectories:
+        for turn in trajectory.turns:
+            if turn.supervised:
+                turn.constraints = scan(rules, turn.response_ids)

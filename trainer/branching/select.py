@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from envhub.core.errors import invalid_argument
+from trainer.errors import TrainerError
 
 SelectionMode = Literal["agent", "math"]
 Placement = Literal["scored", "random"]
@@ -81,7 +81,7 @@ class ForkConfig:
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
-            raise invalid_argument(
+            raise TrainerError(
                 f"invalid branch setting(s) {', '.join(bad)} in {self!r}", reason="INVALID_BRANCH_CONFIG"
             )
 

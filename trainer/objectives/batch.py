@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from trainer.errors import BatchError
+from trainer.objectives.pbr import ConstraintBatch
 from trainer.objectives.segments import segment_amax, segment_amin, segment_index
 
 # Log-probs recorded at sampling time may exceed 0 by rounding (bf16, fused kernels); anything beyond is a bug.
@@ -48,6 +50,8 @@ class TokenBatch:
     """(T,) float: outcome reward of each trajectory."""
     group_ids: torch.Tensor
     """(T,) long: task group of each trajectory (GRPO normalises within a group)."""
+    constraints: ConstraintBatch | None = None
+    """PBR constraints located in the rows (None: no protocol rule fired)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -64,8 +68,8 @@ class TokenBatch:
 
     def to(self, device: torch.device | str) -> TokenBatch:
         """A copy with every tensor on `device`."""
-        moved = {
-            f.name: (v.to(device) if isinstance(v := getattr(self, f.name), torch.Tensor) else v)
+        moved: dict[str, Any] = {
+            f.name: (v.to(device) if isinstance(v := getattr(self, f.name), torch.Tensor | ConstraintBatch) else v)
             for f in dataclasses.fields(self)
         }
         return TokenBatch(**moved)
@@ -95,6 +99,19 @@ class TokenBatch:
         if int(self.traj_ids.min()) < 0 or int(self.traj_ids.max()) >= num_traj:
             raise _error("traj_ids", f"values must lie in 0..{num_traj - 1} (one per trajectory in rewards)")
         self._check_turns_in_one_trajectory()
+        self._check_constraints()
+
+    def _check_constraints(self) -> None:
+        c = self.constraints
+        if c is None or c.count == 0:
+            return
+        rows, seq = self.input_ids.shape
+        if int(c.rows.min()) < 0 or int(c.rows.max()) >= rows:
+            raise _error("constraints", f"rows must lie in 0..{rows - 1}")
+        if int(c.positions.min()) < 1 or int(c.positions.max()) >= seq:
+            raise _error("constraints", f"positions must lie in 1..{seq - 1} (a constraint needs a prefix)")
+        if not bool(self.attention_mask[c.rows, c.positions].all()):
+            raise _error("constraints", "a constraint sits on padding")
 
     def _check_shapes_and_dtypes(self) -> None:
         for name in ("input_ids", "rewards"):

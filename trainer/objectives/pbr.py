@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from envhub.core.errors import invalid_argument
+from trainer.errors import ObjectiveError
 
 PBR_CONSTRAINTS = "pbr/constraints"
 PBR_LOSS = "pbr/loss"
@@ -35,7 +35,7 @@ class PbrConfig:
 
     def __post_init__(self) -> None:
         if self.weight < 0 or (self.cap is not None and self.cap <= 0):
-            raise invalid_argument(
+            raise ObjectiveError(
                 f"pbr.weight must be >= 0 and pbr.cap > 0 (or null), got {self.weight}, {self.cap}",
                 reason="INVALID_OBJECTIVE_CONFIG",
             )
@@ -69,9 +69,8 @@ class ConstraintBatch:
         )
 
 
-def event_logprob(log_softmax: torch.Tensor, constraints: ConstraintBatch) -> torch.Tensor:
-    """(K,) log p(C|s) from a (N, S-1, V) log-softmax whose slot j predicts position j + 1."""
-    dist = log_softmax[constraints.rows, constraints.positions - 1]  # (K, V)
+def event_logprob(dist: torch.Tensor, constraints: ConstraintBatch) -> torch.Tensor:
+    """(K,) log p(C|s) from `dist` (K, V), the log-softmax of the next token at each constraint's prefix."""
     valid = constraints.token_sets >= 0
     picked = dist.gather(-1, constraints.token_sets.clamp(min=0))
     picked = torch.where(valid, picked, torch.full_like(picked, -torch.inf))
@@ -79,15 +78,16 @@ def event_logprob(log_softmax: torch.Tensor, constraints: ConstraintBatch) -> to
 
 
 def pbr_loss(
-    log_softmax: torch.Tensor, constraints: ConstraintBatch, *, weight: float, cap: float | None, normaliser: float
+    dist: torch.Tensor, constraints: ConstraintBatch, *, weight: float, cap: float | None, normaliser: float
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Sum of psi(lambda * u_c) over `constraints`, divided by `normaliser` (the whole batch's constraint count).
 
-    Returns the loss (0 without constraints) and the summed event probability (for a batch mean).
+    `dist` (K, V) is the next-token log-softmax at each constraint's prefix (row `rows[k]`, slot
+    `positions[k] - 1`). Returns the loss (0 without constraints) and the summed event probability.
     """
     if constraints.count == 0:
-        return log_softmax.new_zeros(()), {"event_prob_sum": 0.0}
-    logp_c = event_logprob(log_softmax, constraints).clamp(max=0.0)
+        return dist.new_zeros(()), {"event_prob_sum": 0.0}
+    logp_c = event_logprob(dist, constraints).clamp(max=0.0)
     # -log(1 - p) = -log(-expm1(log p)), kept finite when p rounds to 1.
     unlikely = -torch.log((-torch.expm1(logp_c)).clamp(min=1e-12))
     u = torch.where(constraints.targets, -logp_c, unlikely)

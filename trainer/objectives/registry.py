@@ -134,5 +134,7 @@ for _spec in (
     ObjectiveSpec("grpo", grpo_advantage, GrpoConfig, "seq-mean-token-mean", needs_teacher=False, min_group_size=2),
     ObjectiveSpec("opd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True),
     ObjectiveSpec("atod", atod_advantage, AtodConfig, "seq-mean-token-mean", needs_teacher=True, min_group_size=2),
+    # BranchOPD's loss is OPD's (token-mean, no task reward); its branches and masks come from the rollout.
+    ObjectiveSpec("branchopd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True),
 ):
     register_objective(_spec)

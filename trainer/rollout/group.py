@@ -99,8 +99,23 @@ class RolloutStats:
         return out
 
 
+@dataclass(frozen=True)
+class Resume:
+    """Continue an episode's next turn from a recorded prompt and a response prefix (a BranchOPD fork)."""
+
+    prompt_ids: list[int]
+    prefix_ids: list[int]
+    """Response tokens kept before the fork (plus a forced token, if any): the backend continues after them."""
+    prefix_logp: list[float]
+    prefix_top: list[list[tuple[int, float]]] | None
+    supervise_from: int
+    """Offset of the first supervised response token (the fork, or after a forced token)."""
+
+
 @dataclass
-class _Episode:
+class Episode:
+    """One session being played: its trajectory so far and what the next prompt is rendered from."""
+
     trajectory: Trajectory
     view: EnvView
     task_description: str
@@ -110,6 +125,8 @@ class _Episode:
     snapshot: bytes | None = None
     tracker: ProgressTracker | None = None
     """No-progress detector and takeover state (only with recovery)."""
+    resume: Resume | None = None
+    """When set, the next turn continues this prefix instead of rendering a prompt."""
 
     @property
     def active(self) -> bool:
@@ -147,8 +164,14 @@ class GroupRollout:
         stats = RolloutStats()
         start = time.perf_counter()
         size = group_size or self.settings.group_size
-        groups = self._map(lambda item: self._start_group(item[0], *item[1], size), list(enumerate(tasks)))
+        groups = self.map(lambda item: self._start_group(item[0], *item[1], size), list(enumerate(tasks)))
         episodes = [episode for group in groups for episode in group]
+        self.play(episodes, sampling, stats)
+        stats.wall_s = time.perf_counter() - start
+        return [e.trajectory for e in episodes], stats
+
+    def play(self, episodes: Sequence[Episode], sampling: SamplingSettings, stats: RolloutStats) -> None:
+        """Advance `episodes` in lock-step until each is done or dropped, then close their sessions."""
         try:
             turn = 0
             while active := [e for e in episodes if e.active]:
@@ -156,24 +179,28 @@ class GroupRollout:
                 self._turn(active, sampling, seed, stats)
                 turn += 1
         finally:
-            self._map(lambda e: self._close(e.view.session_id), episodes)
-        stats.wall_s = time.perf_counter() - start
-        return [e.trajectory for e in episodes], stats
+            self.map(lambda e: self._close(e.view.session_id), episodes)
 
     # ------------------------------------------------------------------ one turn
 
-    def _turn(self, active: list[_Episode], sampling: SamplingSettings, seed: int | None, stats: RolloutStats) -> None:
+    def _turn(self, active: list[Episode], sampling: SamplingSettings, seed: int | None, stats: RolloutStats) -> None:
         for episode in active:
             self._maybe_take_over(episode, stats)
         if self.settings.snapshots:
-            snapshots = self._map(lambda e: self.port.snapshot(e.view.session_id), active)
+            snapshots = self.map(lambda e: self.port.snapshot(e.view.session_id), active)
             for episode, snapshot in zip(active, snapshots, strict=True):
                 episode.snapshot = snapshot
-        prompts = [self._prompt_ids(e, stats) for e in active]
+        prompts = [e.resume.prompt_ids if e.resume else self._prompt_ids(e, stats) for e in active]
         t0 = time.perf_counter()
         by_teacher = [e.tracker is not None and e.tracker.teacher_acting for e in active]
-        generations = self._generate(prompts, by_teacher, dataclasses.replace(sampling, seed=seed))
+        generated = self._generate(
+            [p + e.resume.prefix_ids if e.resume else p for p, e in zip(prompts, active, strict=True)],
+            by_teacher,
+            dataclasses.replace(sampling, seed=seed),
+        )
         stats.generate_s += time.perf_counter() - t0
+        stats.generated_tokens += sum(len(g.token_ids) for g in generated)
+        generations = [_after_prefix(e.resume, g) for e, g in zip(active, generated, strict=True)]
         texts = [self.tokenizer.decode(g.token_ids, skip_special_tokens=True) for g in generations]
         actions = [self._action(g, t) for g, t in zip(generations, texts, strict=True)]
         t0 = time.perf_counter()
@@ -186,7 +213,6 @@ class GroupRollout:
             stats.teacher_turns += teacher
             stats.invalid_turns += action is None
             stats.truncated_turns += generation.finish_reason == "length"
-            stats.generated_tokens += len(generation.token_ids)
             if isinstance(outcome, str):
                 episode.trajectory.dropped = outcome
                 stats.dropped[outcome] += 1
@@ -207,7 +233,7 @@ class GroupRollout:
                     out[i] = generation
         return [g for g in out if g is not None]
 
-    def _maybe_take_over(self, episode: _Episode, stats: RolloutStats) -> None:
+    def _maybe_take_over(self, episode: Episode, stats: RolloutStats) -> None:
         """Start a takeover if the student stalled; with rewind, restore the last progressing state first."""
         if episode.tracker is None or self.recovery is None:
             return
@@ -231,7 +257,7 @@ class GroupRollout:
 
     def _record(
         self,
-        episode: _Episode,
+        episode: Episode,
         prompt: list[int],
         generation: Generation,
         text: str,
@@ -258,19 +284,21 @@ class GroupRollout:
                 finish_reason=generation.finish_reason,
                 masked=generation.finish_reason == "length" and self.settings.truncation == "mask",
                 teacher=teacher,
+                supervise_from=episode.resume.supervise_from if episode.resume else 0,
             )
         )
         if episode.tracker is not None:
             episode.tracker.record(
                 len(trajectory.turns) - 1, action, view.text, episode.view.admissible, teacher=teacher
             )
+        episode.resume = None
         trajectory.won = trajectory.won or view.won
-        episode.past.append(PastStep(observation=episode.view.text, action=action or _shorten(text)))
+        episode.past.append(PastStep(observation=episode.view.text, action=action or shorten(text)))
         if self.renderer.context == "full":
             episode.context = prompt + list(generation.token_ids)
         episode.view = view
 
-    def _prompt_ids(self, episode: _Episode, stats: RolloutStats) -> list[int]:
+    def _prompt_ids(self, episode: Episode, stats: RolloutStats) -> list[int]:
         """The turn's prompt. `full` mode: the whole context so far (never cut: `env.max_turns` bounds
         it). `history` mode: within `max_prompt_tokens` by showing fewer history steps; the task and
         instructions are never cut (the last resort cuts the middle: observation, admissible list)."""
@@ -293,7 +321,7 @@ class GroupRollout:
         tail = limit // PROMPT_TAIL_SHARE
         return ids[: limit - tail] + ids[len(ids) - tail :]
 
-    def _step_all(self, active: list[_Episode], actions: list[str | None], stats: RolloutStats) -> list[EnvView | str]:
+    def _step_all(self, active: list[Episode], actions: list[str | None], stats: RolloutStats) -> list[EnvView | str]:
         """Each episode's new view, or the reason its trajectory is dropped: every parsed action in
         one batched step (`EnvPort.step_many`); a failed step retried on its own (`_retry`)."""
         outcomes: list[EnvView | str] = [self._invalid(episode) for episode in active]
@@ -309,13 +337,13 @@ class GroupRollout:
                 failed.append((index, answer))
             else:
                 outcomes[index] = answer
-        retried = self._map(lambda item: self._retry(active[item[0]], actions[item[0]] or "", item[1], stats), failed)
+        retried = self.map(lambda item: self._retry(active[item[0]], actions[item[0]] or "", item[1], stats), failed)
         for (index, _), outcome in zip(failed, retried, strict=True):
             outcomes[index] = outcome
         return outcomes
 
     @staticmethod
-    def _invalid(episode: _Episode) -> EnvView:
+    def _invalid(episode: Episode) -> EnvView:
         """What an episode sees after an invalid (unparsed) action: the env is not stepped."""
         return EnvView(
             session_id=episode.view.session_id,
@@ -325,7 +353,7 @@ class GroupRollout:
             score=episode.view.score,
         )
 
-    def _retry(self, episode: _Episode, action: str, error: EnvhubError, stats: RolloutStats) -> EnvView | str:
+    def _retry(self, episode: Episode, action: str, error: EnvhubError, stats: RolloutStats) -> EnvView | str:
         """After a failed step: restore the turn's snapshot and step again, up to `step_retries` times
         (with snapshots on); the new view, or the reason the trajectory is dropped."""
         reason = error.reason
@@ -348,14 +376,14 @@ class GroupRollout:
 
     # ------------------------------------------------------------------ sessions
 
-    def _start_group(self, group: int, task_id: str, seed: int, size: int) -> list[_Episode]:
+    def _start_group(self, group: int, task_id: str, seed: int, size: int) -> list[Episode]:
         first = self.port.create(
             task_id, seed=seed, max_steps=self.settings.max_turns, admissible=self.settings.admissible
         )
         ids = [first.session_id, *self.port.fork(first.session_id, size - 1)] if size > 1 else [first.session_id]
         return [
-            _Episode(
-                trajectory=Trajectory(task_id=task_id, group=group, seed=seed),
+            Episode(
+                trajectory=Trajectory(task_id=task_id, group=group, seed=seed, initial_observation=first.text),
                 view=EnvView(**{**first.__dict__, "session_id": sid}),
                 task_description=first.task_description,
                 tracker=ProgressTracker(self.recovery.settings) if self.recovery else None,
@@ -370,10 +398,27 @@ class GroupRollout:
             if exc.code != grpc.StatusCode.NOT_FOUND:
                 raise
 
-    def _map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """`fn` over `items` on the rollout's thread pool (session calls run concurrently), results in order."""
         return list(self._pool.map(fn, items))
 
 
-def _shorten(text: str, limit: int = 80) -> str:
+def _after_prefix(resume: Resume | None, generation: Generation) -> Generation:
+    """The whole response of a resumed turn: the kept prefix followed by what was generated after it."""
+    if resume is None:
+        return generation
+    top = None
+    if resume.prefix_top is not None and generation.top_logprobs is not None:
+        top = resume.prefix_top + generation.top_logprobs
+    return Generation(
+        resume.prefix_ids + list(generation.token_ids),
+        resume.prefix_logp + list(generation.logprobs),
+        top,
+        generation.finish_reason,
+    )
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    """One line of at most `limit` characters (an invalid turn's text in the history)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -52,7 +52,7 @@ class RolloutParts:
 StrategyFactory = Callable[[RolloutParts], RolloutStrategy]
 
 _STRATEGIES: dict[str, StrategyFactory] = {}
-STRATEGY_MODULES: list[str] = ["trainer.rollout.recovery"]
+STRATEGY_MODULES: list[str] = ["trainer.rollout.recovery", "trainer.branching.strategy"]
 """Modules that register further strategies; imported at the first lookup."""
 _modules_loaded = False
 

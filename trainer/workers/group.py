@@ -9,7 +9,7 @@ Where the workers run (this process, Ray actors) is the executor's business only
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from trainer.config import TrainerConfig
 from trainer.objectives.batch import TokenBatch
@@ -20,6 +20,8 @@ from trainer.workers.learner import LearnerWorker, Rendezvous, rendezvous_addres
 from trainer.workers.placement import plan_placement
 from trainer.workers.rollout import RolloutWorker
 from trainer.workers.teacher import TeacherWorker
+
+T = TypeVar("T")
 
 
 class WorkerGroup:
@@ -79,6 +81,19 @@ class WorkerGroup:
         ]
         return merge_rollouts(self.executor.gather(pending))
 
+    def branch(
+        self, mains: list[Trajectory], sampling: SamplingSettings, select_seed: int
+    ) -> tuple[list[Trajectory], RolloutStats]:
+        """BranchOPD continuations of `mains` (one per task, in `rollout`'s order): each rollout worker
+        branches the mains it played, since its server signed their snapshots; groups are kept."""
+        chunks = split_tasks(mains, len(self.rollout_workers))
+        pending = [
+            self.executor.submit(worker, "branch", chunk, sampling, select_seed + i)
+            for i, (worker, chunk) in enumerate(zip(self.rollout_workers, chunks, strict=True))
+            if chunk
+        ]
+        return merge_rollouts(self.executor.gather(pending), renumber=False)
+
     def score(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], int]:
         """Teacher log-probs on every student turn, and the tokens scored."""
         if self.teacher is None:
@@ -124,7 +139,7 @@ class _AddressProbe:
         return rendezvous_address()
 
 
-def split_tasks(tasks: Sequence[tuple[str, int]], parts: int) -> list[list[tuple[str, int]]]:
+def split_tasks(tasks: Sequence[T], parts: int) -> list[list[T]]:
     """Contiguous, near-equal chunks (some may be empty)."""
     size, extra = divmod(len(tasks), parts)
     out, start = [], 0
@@ -135,15 +150,19 @@ def split_tasks(tasks: Sequence[tuple[str, int]], parts: int) -> list[list[tuple
     return out
 
 
-def merge_rollouts(results: Sequence[tuple[list[Trajectory], RolloutStats]]) -> tuple[list[Trajectory], RolloutStats]:
-    """Concatenate per-worker results, renumbering groups so they stay batch-unique."""
+def merge_rollouts(
+    results: Sequence[tuple[list[Trajectory], RolloutStats]], *, renumber: bool = True
+) -> tuple[list[Trajectory], RolloutStats]:
+    """Concatenate per-worker results, renumbering groups so they stay batch-unique (`renumber`; branches
+    keep their mains' groups)."""
     merged: list[Trajectory] = []
     stats = RolloutStats()
     offset = 0
     for trajectories, part in results:
-        for trajectory in trajectories:
-            trajectory.group += offset
-        offset = max((t.group for t in trajectories), default=offset - 1) + 1
+        if renumber:
+            for trajectory in trajectories:
+                trajectory.group += offset
+            offset = max((t.group for t in trajectories), default=offset - 1) + 1
         merged += trajectories
         stats.turns += part.turns
         stats.invalid_turns += part.invalid_turns

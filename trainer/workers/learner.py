@@ -11,6 +11,7 @@ import torch
 from trainer.config import TrainerConfig
 from trainer.learner import STATE_FILE, Learner
 from trainer.objectives.batch import TokenBatch
+from trainer.objectives.pbr import PbrConfig
 from trainer.workers.factory import resolve_device
 
 
@@ -63,7 +64,10 @@ class LearnerWorker:
         self.tokenizer = load_tokenizer(config.models.student)
         model = load_model(resume_from or config.models.student, device=device)
         recompute = config.optim.recompute(config.backend.kind)
-        self.learner = Learner(model, config.objective, config.optim, device=device, recompute_logp_old=recompute)
+        pbr = PbrConfig(config.pbr.weight, config.pbr.cap) if config.pbr.rules else None
+        self.learner = Learner(
+            model, config.objective, config.optim, device=device, recompute_logp_old=recompute, pbr=pbr
+        )
         if resume_from:
             self.learner.load(resume_from)
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
+from trainer.branching.rules import annotate_constraints, make_rules
 from trainer.config import TrainerConfig
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
 from trainer.rollout.strategies import RolloutParts, make_strategy
@@ -27,12 +28,26 @@ class RolloutWorker:
             self.port, self.backend, self.tokenizer, make_renderer(config), rollout_settings(config), config
         )
         self.rollout = make_strategy(config.rollout.strategy, parts)
+        self.rules = make_rules(config.pbr.rules, self.tokenizer)
 
     def run(
         self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
     ) -> tuple[list[Trajectory], RolloutStats]:
         """`group_size` trajectories of each (task id, env seed), and the counters of the call."""
-        return self.rollout.run(tasks, sampling, group_size)
+        trajectories, stats = self.rollout.run(tasks, sampling, group_size)
+        annotate_constraints(trajectories, self.rules)
+        return trajectories, stats
+
+    def branch(
+        self, mains: list[Trajectory], sampling: SamplingSettings, select_seed: int
+    ) -> tuple[list[Trajectory], RolloutStats]:
+        """BranchOPD continuations from the forks of `mains` (needs the `branch` strategy)."""
+        branch = getattr(self.rollout, "branch", None)
+        if branch is None:
+            raise ValueError("branch rollouts need rollout.strategy: branch")
+        branches, stats = branch(mains, sampling, select_seed)
+        annotate_constraints(branches, self.rules)
+        return branches, stats
 
     def update_weights(self, weights: dict[str, torch.Tensor]) -> None:
         """Load the learner's newest weights into the generation backend."""

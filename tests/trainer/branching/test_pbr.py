@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from envhub.core.errors import EnvhubError
 from trainer.branching.rules import Constraint, EosAfterAnswer, StrayClosingTag, make_rules, scan
+from trainer.errors import TrainerError
 from trainer.models.tiny import TinyModels
 from trainer.objectives.pbr import ConstraintBatch, PbrConfig, event_logprob, pbr_loss
 
@@ -47,13 +47,13 @@ def test_rules_are_built_per_tokenizer_by_name(tiny_models: TinyModels) -> None:
     rules = make_rules(["stray_close_think", "eos_after_answer"], tokenizer)
     response = tokenizer.encode("</think><think>x</think><action>look</action>", add_special_tokens=False)
     assert scan(rules, response) == [Constraint(0, (think_end,), False, "stray_close_think")]
-    with pytest.raises(EnvhubError, match="unknown PBR rule"):
+    with pytest.raises(TrainerError, match="unknown PBR rule"):
         make_rules(["no_such_rule"], tokenizer)
 
 
 def _batch_dist(p_event: float) -> torch.Tensor:
-    """(1, 2, 4) log-softmax where the slot predicting position 1 gives tokens {1, 2} mass p_event."""
-    probs = torch.tensor([[[0.25] * 4, [(1 - p_event) / 2, p_event / 2, p_event / 2, (1 - p_event) / 2]]])
+    """(1, 4) next-token log-softmax at the constraint's prefix, giving tokens {1, 2} mass p_event."""
+    probs = torch.tensor([[(1 - p_event) / 2, p_event / 2, p_event / 2, (1 - p_event) / 2]])
     return probs.log().requires_grad_(True)
 
 
@@ -75,11 +75,11 @@ def test_loss_values_and_gradient_directions(target: bool) -> None:
     dist = _batch_dist(0.3)
     loss, extra = pbr_loss(dist, _one(target), weight=0.01, cap=None, normaliser=1)
     u = -math.log(0.3) if target else -math.log(0.7)
-    assert float(loss) == pytest.approx(0.01 * u, rel=1e-5)
+    assert float(loss.detach()) == pytest.approx(0.01 * u, rel=1e-5)
     assert extra["event_prob_sum"] == pytest.approx(0.3, abs=1e-6)
     loss.backward()
     assert dist.grad is not None
-    grad_event = float(dist.grad[0, 1, 1] + dist.grad[0, 1, 2])
+    grad_event = float(dist.grad[0, 1] + dist.grad[0, 2])
     # Descending the loss raises the event's log-probs for b = 1 and lowers them for b = 0.
     assert (grad_event < 0) == target and grad_event != 0
 
@@ -109,5 +109,5 @@ def test_no_constraint_no_term_and_row_selection() -> None:
     )
     part = many.in_rows(slice(3, 6))
     assert part.rows.tolist() == [0, 2] and part.positions.tolist() == [2, 3]
-    with pytest.raises(EnvhubError, match="pbr"):
+    with pytest.raises(TrainerError, match="pbr"):
         PbrConfig(weight=-1.0)

@@ -8,7 +8,6 @@ import random
 import numpy as np
 import pytest
 
-from envhub.core.errors import EnvhubError
 from trainer.branching.select import (
     ForkConfig,
     flatten_turns,
@@ -22,6 +21,7 @@ from trainer.branching.select import (
     topk_entropy,
     turn_score,
 )
+from trainer.errors import TrainerError
 
 
 def test_topk_entropy_renormalises_over_the_given_tokens() -> None:
@@ -154,7 +154,7 @@ def test_select_forks_end_to_end_on_flattened_turns() -> None:
 
 
 def test_bad_settings_name_the_field() -> None:
-    with pytest.raises(EnvhubError, match="alpha"):
+    with pytest.raises(TrainerError, match="alpha"):
         ForkConfig(alpha=1.5)
-    with pytest.raises(EnvhubError, match="placement"):
+    with pytest.raises(TrainerError, match="placement"):
         ForkConfig(placement="everywhere")  # type: ignore[arg-type]

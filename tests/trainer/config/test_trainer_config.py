@@ -38,9 +38,9 @@ def test_overrides_use_yaml_values() -> None:
         ({"objective": {"name": "opd"}, "models": {"teacher": None}}, "set models.teacher"),
         ({"objective": {"name": "grpo"}, "rollout": {"group_size": 1}}, "group_size >= 2"),
         ({"objective": {"name": "atod", "params": {"kappa": 1}}}, "unknown atod setting"),
-        ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'; registered objectives: atod, grpo, opd"),
+        ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'; registered objectives: atod, branchopd, grpo, opd"),
         ({"objective": {"name": "grpo", "reduction": "seq-mean"}}, "unknown loss reduction 'seq-mean'"),
-        ({"rollout": {"strategy": "beam"}}, "unknown rollout strategy 'beam'; registered: group"),
+        ({"rollout": {"strategy": "beam"}}, "unknown rollout strategy 'beam'; registered: branch, group"),
         ({"rollout": {"group_sise": 8}}, "rollout.group_sise"),
     ],
 )

@@ -25,7 +25,7 @@ from trainer.objectives.grpo import GrpoConfig
 
 
 def test_registered_names() -> None:
-    assert objective_names() == ("atod", "grpo", "opd")
+    assert objective_names() == ("atod", "branchopd", "grpo", "opd")
 
 
 def test_unknown_name_lists_the_known_ones() -> None:
@@ -33,7 +33,7 @@ def test_unknown_name_lists_the_known_ones() -> None:
         get_advantage("ppo")
     assert isinstance(info.value, ValueError)
     assert info.value.reason == "UNKNOWN_OBJECTIVE"
-    assert "atod, grpo, opd" in info.value.message
+    assert "atod, branchopd, grpo, opd" in info.value.message
 
 
 def test_a_name_registers_once() -> None:
