@@ -38,6 +38,7 @@ def _planted(tiny_models: TinyModels) -> tuple[object, object, list[list[int]]]:
     stray = tok.encode("</think><action>look</action>", add_special_tokens=False)
     examples = [(p, [*r, tok.eos_token_id]) for p in prompts for r in (clean, stray)]
     sft_train(model, tok, examples, steps=60, lr=3e-3, seed=0)
+    model.zero_grad(set_to_none=True)  # SFT leaves its last gradients behind; the learner must start clean
     return tok, model, prompts
 
 
