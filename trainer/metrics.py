@@ -10,10 +10,11 @@ from typing import Any
 
 from trainer.branching.diagnostics import BRANCH_DIAGNOSTICS
 from trainer.objectives import diagnostics as names
+from trainer.objectives.pbr import PBR_LOSS
 
 JSONL = "metrics.jsonl"
 PLOT = "training.png"
-PLOTTED: tuple[str, ...] = (
+CORE_PLOTTED: tuple[str, ...] = (
     names.SUCCESS_RATE,
     names.MEAN_TURNS,
     names.KL_COEF,
@@ -27,10 +28,11 @@ PLOTTED: tuple[str, ...] = (
     names.EVAL_MEAN_TURNS,
     "actor/pg_loss",
     names.REVERSE_KL,
-    *BRANCH_DIAGNOSTICS,
-    "pbr/loss",
 )
-"""The panels of `training.png`; every one is a metric some producer logs (tested end to end)."""
+"""The panels every synchronous GRPO / OPD / ATOD run logs (tested end to end in the driver test)."""
+PLOTTED: tuple[str, ...] = (*CORE_PLOTTED, *BRANCH_DIAGNOSTICS, PBR_LOSS)
+"""The panels of `training.png`: the core ones plus BranchOPD's (logged by branch runs, tested there);
+a panel is drawn only for keys that have values."""
 
 
 class MetricsLogger:

@@ -9,7 +9,7 @@ import pytest
 
 from trainer.config import TrainerConfig, config_from_dict
 from trainer.driver import train
-from trainer.metrics import PLOTTED, read_metrics
+from trainer.metrics import CORE_PLOTTED, read_metrics
 from trainer.models.tiny import TinyModels
 
 
@@ -48,7 +48,7 @@ def test_atod_run_logs_diagnostics_checkpoints_and_resumes(
     assert 0.0 <= records[0]["tdur/mean_weight"] <= 1.0
     # held-out evaluation every 2 steps; every plotted panel is a logged metric
     assert "eval/success_rate" not in records[0] and records[1]["eval/trajectories"] == 2.0
-    assert set(PLOTTED) <= set(records[1]), set(PLOTTED) - set(records[1])
+    assert set(CORE_PLOTTED) <= set(records[1]), set(CORE_PLOTTED) - set(records[1])
     assert (tmp_path / "run" / "training.png").stat().st_size > 1000
     assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
     # resume: the step count continues from the checkpoint
