@@ -108,9 +108,11 @@ class ExperienceBuffer:
         for _ in range(selection.consumed):
             self._queue.popleft()
         self._pending = selection.pending
-        dropped = [*selection.stale, *selection.invalid, *selection.expired]
+        dropped = [*selection.stale, *selection.stale_pending, *selection.invalid, *selection.expired]
         self.flow.drained_rows += selection.drained
+        self.flow.batched_rows += len(selection.selected)
         self.flow.stale_rows += len(selection.stale)
+        self.flow.stale_pending_rows += len(selection.stale_pending)
         self.flow.invalid_rows += len(selection.invalid)
         self.flow.expired_rows += len(selection.expired)
         self.flow.trained_tokens += sum(row.tokens for row in selection.selected if row.valid)

@@ -94,7 +94,11 @@ class Selection:
     drained: int = 0
     """Of those, the rows that entered the batch or the pool (not stale): the learner's drain."""
     stale: tuple[RowMeta, ...] = ()
-    """Rows dropped because version < q - delta (pending or freshly read)."""
+    """Queue rows dropped because version < q - delta when the reader reached them: they went stale
+    unread, before the learner ever saw them (paper Figure 1B, Table 2's stale rows)."""
+    stale_pending: tuple[RowMeta, ...] = ()
+    """Pending rows dropped because version < q - delta: read while fresh, passed over, then aged out
+    (OBJECTIVES step 1 counts them as stale too; kept apart so both counts are visible)."""
     invalid: tuple[RowMeta, ...] = ()
     """Rows dropped permanently by the validity gate."""
     expired: tuple[RowMeta, ...] = ()
@@ -110,7 +114,8 @@ def select_batch(
     if settings.reader == "vanilla":
         return _vanilla(q, arrivals, settings)
     v_min = max(q - settings.max_staleness, 0)
-    stale = [p.row for p in pending if p.row.version < v_min]
+    stale_pending = [p.row for p in pending if p.row.version < v_min]
+    stale: list[RowMeta] = []
     expired = [p.row for p in pending if p.row.version >= v_min and q - p.first_seen > settings.max_pending_age]
     kept = [p for p in pending if p.row.version >= v_min and q - p.first_seen <= settings.max_pending_age]
     limit = settings.pool_multiplier * settings.batch_rows
@@ -138,6 +143,7 @@ def select_batch(
         consumed=consumed,
         drained=len(fresh),
         stale=tuple(stale),
+        stale_pending=tuple(stale_pending),
         invalid=tuple(invalid),
         expired=tuple(expired),
         cap=cap,

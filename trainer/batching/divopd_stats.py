@@ -3,6 +3,9 @@
 Per batch: effective rollouts, top-1 rollout token share, turns per rollout. Cumulative over the
 run (`Utilization`, `FlowCounters`): arrival/drain ratio, stale rows, never-selected share of valid
 rollouts, Gini of selected-turn counts, teacher tokens scored per token trained.
+
+Every arrived row is accounted once: arrived = batched + invalid + stale (unread) + stale pending +
+expired + still queued + still pending.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from trainer.batching.divopd import RowMeta
 
 ARRIVAL_DRAIN_RATIO = "divopd/arrival_drain_ratio"
 STALE_ROWS = "divopd/stale_rows"
+"""Rows that went stale unread in the arrival queue (paper Table 2, Figure 1B)."""
+STALE_PENDING_ROWS = "divopd/stale_pending_rows"
+"""Pending rows (seen fresh, passed over) dropped by the version bound; OBJECTIVES counts them as stale too."""
 EFFECTIVE_ROLLOUTS = "divopd/effective_rollouts"
 TOP1_SHARE = "divopd/top1_share"
 TURNS_PER_ROLLOUT = "divopd/turns_per_rollout"
@@ -24,6 +30,7 @@ TEACHER_TOKENS_PER_TRAINED_TOKEN = "divopd/teacher_tokens_per_trained_token"
 PLOTTED: tuple[str, ...] = (
     ARRIVAL_DRAIN_RATIO,
     STALE_ROWS,
+    STALE_PENDING_ROWS,
     EFFECTIVE_ROLLOUTS,
     TOP1_SHARE,
     TURNS_PER_ROLLOUT,
@@ -102,7 +109,12 @@ class FlowCounters:
     arrived_rows: int = 0
     drained_rows: int = 0
     """Rows the learner read off the queue into a batch or its pool (stale ones excluded)."""
+    batched_rows: int = 0
+    """Rows that entered a batch (a `vanilla` batch may hold invalid rows, which train nothing)."""
     stale_rows: int = 0
+    """Rows that went stale unread: version < q - delta when the reader reached them in the queue."""
+    stale_pending_rows: int = 0
+    """Pending rows (read while fresh, not selected) dropped for version < q - delta."""
     invalid_rows: int = 0
     expired_rows: int = 0
     teacher_tokens: int = 0
@@ -116,6 +128,8 @@ class FlowCounters:
             ARRIVAL_DRAIN_RATIO: self.arrived_rows / self.drained_rows if self.drained_rows else 0.0,
             STALE_ROWS: float(self.stale_rows),
             TEACHER_TOKENS_PER_TRAINED_TOKEN: self.teacher_tokens / self.trained_tokens if self.trained_tokens else 0.0,
+            STALE_PENDING_ROWS: float(self.stale_pending_rows),
+            "divopd/batched_rows": float(self.batched_rows),
             "divopd/invalid_rows": float(self.invalid_rows),
             "divopd/expired_rows": float(self.expired_rows),
             "divopd/arrived_rows": float(self.arrived_rows),

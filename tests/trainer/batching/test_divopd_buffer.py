@@ -7,7 +7,7 @@ import pytest
 from trainer.batching import SyncGroups
 from trainer.batching.buffer import ExperienceBuffer, turn_is_valid, turn_score
 from trainer.batching.divopd import SamplerSettings
-from trainer.batching.divopd_stats import ARRIVAL_DRAIN_RATIO, NEVER_SELECTED_SHARE, STALE_ROWS
+from trainer.batching.divopd_stats import ARRIVAL_DRAIN_RATIO, NEVER_SELECTED_SHARE, STALE_PENDING_ROWS, STALE_ROWS
 from trainer.rollout.types import Trajectory, Turn
 
 
@@ -78,3 +78,46 @@ def test_vanilla_spends_slots_on_invalid_rows() -> None:
 def test_empty_buffer_gives_an_empty_batch() -> None:
     taken = ExperienceBuffer(SamplerSettings()).take(0)
     assert taken.rows == 0 and taken.trajectories == []
+
+
+ACCOUNTED = (
+    "divopd/batched_rows",
+    "divopd/invalid_rows",
+    STALE_ROWS,
+    STALE_PENDING_ROWS,
+    "divopd/expired_rows",
+    "divopd/queued_rows",
+    "divopd/pending_rows",
+)
+
+
+@pytest.mark.parametrize(
+    ("reader", "stale", "stale_pending", "left", "never"),
+    [
+        # reads B = 2 a update from the head: d's rows sit in the queue until they are stale
+        ("vanilla", 2, 0, 6, 1 / 5),
+        # reads up to c*B = 4: every row is seen fresh; c's and d's second turns age out pending
+        ("divopd-base", 0, 2, 6, 0.0),
+    ],
+)
+def test_stale_accounting_under_producer_overload(
+    reader: str, stale: int, stale_pending: int, left: int, never: float
+) -> None:
+    """4 rows arrive per update (version q at update q), the learner trains 2, delta = 1: a backlog.
+
+    Both readers drop the same number of rows (the surplus has to go somewhere); vanilla lets them
+    go stale unread in its queue, divopd-base reads them while fresh and passes them over.
+    """
+    buffer = ExperienceBuffer(
+        SamplerSettings(reader=reader, batch_rows=2, pool_multiplier=2, initial_cap=1, max_staleness=1)  # type: ignore[arg-type]
+    )
+    for q, names in enumerate(["ab", "cd", "ef", "gh"]):
+        buffer.push([rollout(name, [make_turn(gap=0.1), make_turn(gap=0.9)]) for name in names], version=q)
+        taken = buffer.take(q)
+        assert taken.rows == 2
+    m = taken.metrics
+    assert (m[STALE_ROWS], m[STALE_PENDING_ROWS]) == (stale, stale_pending)
+    assert m["divopd/queued_rows"] + m["divopd/pending_rows"] == left
+    assert m["divopd/arrived_rows"] == 16 and m["divopd/batched_rows"] == 8
+    assert sum(m[key] for key in ACCOUNTED) == m["divopd/arrived_rows"]
+    assert m[NEVER_SELECTED_SHARE] == pytest.approx(never)

@@ -40,7 +40,8 @@ def test_stale_pending_and_fresh_rows_are_dropped_and_counted() -> None:
     pending = [PendingRow(row(0, 0, version=2), first_seen=3), PendingRow(row(0, 1, version=3), first_seen=3)]
     arrivals = [row(1, 0, version=2), row(2, 0, version=3)]
     out = select_batch(5, pending, arrivals, base(max_staleness=2))  # v_min = 3
-    assert keys(out.stale) == [(0, 0), (1, 0)]
+    assert keys(out.stale_pending) == [(0, 0)]  # read while fresh at update 3, aged out pending
+    assert keys(out.stale) == [(1, 0)]  # reached stale in the queue: never read fresh
     assert sorted(keys(out.selected)) == [(0, 1), (2, 0)]
     assert out.consumed == 2 and out.drained == 1
 
@@ -224,7 +225,8 @@ def test_selection_invariants(
         assert all(p.row.valid and p.row.version >= v_min for p in out.pending)
         assert len(out.pending) + len(out.selected) <= max(c * batch, len(pending))
         # every pool row is accounted for exactly once
-        accounted = [*out.selected, *(p.row for p in out.pending), *out.stale, *out.invalid, *out.expired]
+        dropped = [*out.stale, *out.stale_pending, *out.invalid, *out.expired]
+        accounted = [*out.selected, *(p.row for p in out.pending), *dropped]
         assert sorted(r.key for r in accounted) == sorted(pool)
         # the batch is as full as the valid, fresh pool allows
         assert len(out.selected) == min(batch, len(out.selected) + len(out.pending))
