@@ -38,6 +38,9 @@ SERVER_SETTINGS: dict[str, dict[str, str]] = {"alfworld": {"rooms": "small"}}
 EFFICIENCY_TARGET = 0.8
 UNARY_THREADS = 16
 """Threads of the baseline turn: unary Step calls from a thread pool (the trainer's former path)."""
+WARMUP_ROUNDS = 3
+"""Untimed rounds of the action cycle on the local sessions before any timing (ScienceWorld's JVM
+is cold at first: its first steps cost several times a warm step)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ def run_rollout_bench(settings: RolloutBenchSettings) -> dict[str, Any]:
     share = max(1, sessions // settings.group_size // settings.workers)
     tasks = [spec.task_id for spec in kind.tasks("train")]
     local = [Session.start(kind, kind.task(tasks[i % len(tasks)]), seed=0, max_steps=10**6) for i in range(share)]
+    for action in profile.actions * WARMUP_ROUNDS:
+        _in_process_step_s(local, action)
     in_process: list[float] = []
     turns: list[float] = []
     unary: list[float] = []

@@ -29,7 +29,7 @@ from envhub.core.session import observation_digest
 from envhub.envs.scienceworld import catalog
 from envhub.envs.scienceworld.environment import FIRST_ACTION, ScienceWorldEnvironment
 from envhub.envs.scienceworld.expert import GoldPaths
-from envhub.envs.scienceworld.jvm import DEFAULT_JAVA_OPTS, Jvm
+from envhub.envs.scienceworld.jvm import DEFAULT_JAVA_OPTS, DEFAULT_SIMULATORS, Jvm, heap_options
 from envhub.envs.scienceworld.kind import DETERMINISM_PATH
 
 UPSTREAM_JAVA_OPTS: tuple[str, ...] = ()
@@ -244,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.table:
         print(render_table(json.loads(args.out.read_text())))
         return
-    java_opts = tuple(args.java_opt or DEFAULT_JAVA_OPTS)
+    java_opts = heap_options(args.java_opt or DEFAULT_JAVA_OPTS, DEFAULT_SIMULATORS)
     started = time.monotonic()
     selected: list[tuple[str, int]] = []
     for task in catalog.load_catalog()["tasks"]:

@@ -9,7 +9,7 @@ in `admissible_actions`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from envhub.core import errors
@@ -35,8 +35,10 @@ def parse_task_id(task_id: str) -> tuple[str, int]:
 class ScienceWorldEnvironment(Environment):
     """One simulator inside the process's shared JVM."""
 
-    def __init__(self, jvm: Jvm, gold_paths: GoldPaths) -> None:
+    def __init__(self, jvm: Jvm, gold_paths: GoldPaths, on_close: Callable[[], None] | None = None) -> None:
+        """`on_close` is called once, when the simulator is released."""
         self._jvm = jvm
+        self._on_close = on_close
         self._gold_paths = gold_paths
         self._simulator: Any = jvm.new_simulator()
         self._task_name = ""
@@ -107,9 +109,12 @@ class ScienceWorldEnvironment(Environment):
         return list(gold[done:])
 
     def close(self) -> None:
-        if self._simulator is not None:
-            self._jvm.release(self._simulator)
+        if self._simulator is None:
+            return
+        self._jvm.release(self._simulator)
         self._simulator = None
+        if self._on_close is not None:
+            self._on_close()
 
     def _advance(self, action: str) -> str:
         """One raw simulator step under this episode's seed and object-id counter."""

@@ -14,12 +14,13 @@ from typing import Any
 
 from scienceworld.version import __version__ as SCIENCEWORLD_VERSION
 
+from envhub.core import errors
 from envhub.core.environment import Capabilities, Environment, EnvironmentKind, TaskSpec
 from envhub.envs.scienceworld import catalog
 from envhub.envs.scienceworld import options as sw_options
 from envhub.envs.scienceworld.environment import ScienceWorldEnvironment
 from envhub.envs.scienceworld.expert import GoldPaths
-from envhub.envs.scienceworld.jvm import DEFAULT_JAVA_OPTS, Jvm
+from envhub.envs.scienceworld.jvm import DEFAULT_JAVA_OPTS, DEFAULT_SIMULATORS, Jvm, heap_options
 
 DETERMINISM_PATH = Path(__file__).with_name("determinism.json")
 """The committed result of `python -m envhub.envs.scienceworld.determinism`."""
@@ -46,25 +47,36 @@ class ScienceWorldKind(EnvironmentKind):
 
     config_keys: Mapping[str, str] = {
         "java_opts": f"JVM options of each worker's ScienceWorld engine, space-separated (default: "
-        f"{' '.join(DEFAULT_JAVA_OPTS)})"
+        f"{' '.join(DEFAULT_JAVA_OPTS)}, plus -Xmx sized from sessions_per_worker unless given)",
+        "sessions_per_worker": f"live sessions one worker's JVM may hold; more are refused with "
+        f"RESOURCE_EXHAUSTED (default {DEFAULT_SIMULATORS})",
     }
 
-    def __init__(self, java_opts: Sequence[str] = DEFAULT_JAVA_OPTS) -> None:
-        self._java_opts = tuple(java_opts)
-        self._jvm = Jvm(java_opts)
+    def __init__(
+        self, java_opts: Sequence[str] = DEFAULT_JAVA_OPTS, sessions_per_worker: int = DEFAULT_SIMULATORS
+    ) -> None:
+        if sessions_per_worker < 1:
+            raise ValueError(f"scienceworld.sessions_per_worker must be at least 1, not {sessions_per_worker}")
+        self._java_opts = heap_options(java_opts, sessions_per_worker)
+        self._sessions_per_worker = sessions_per_worker
+        self._live = 0
+        self._jvm = Jvm(self._java_opts)
         self._gold_paths = GoldPaths(self._jvm)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ScienceWorldKind:
-        """From `envhub serve --env scienceworld --set scienceworld.java_opts=-Xmx2g`."""
+        """From `envhub serve --env scienceworld --set scienceworld.sessions_per_worker=64`."""
         super().from_config({key: value for key, value in config.items() if key not in cls.config_keys})
         opts = str(config.get("java_opts", " ".join(DEFAULT_JAVA_OPTS))).split()
         if not all(opt.startswith("-") for opt in opts):
             raise ValueError(f"scienceworld.java_opts must be JVM options (each starting with '-'), not {opts}")
-        return cls(opts)
+        cap = str(config.get("sessions_per_worker", DEFAULT_SIMULATORS))
+        if not cap.isdigit():
+            raise ValueError(f"scienceworld.sessions_per_worker must be a whole number, not {cap!r}")
+        return cls(opts, int(cap))
 
     def config(self) -> Mapping[str, str]:
-        return {"java_opts": " ".join(self._java_opts)}
+        return {"java_opts": " ".join(self._java_opts), "sessions_per_worker": str(self._sessions_per_worker)}
 
     @cached_property
     def _specs(self) -> dict[str, list[TaskSpec]]:
@@ -89,7 +101,21 @@ class ScienceWorldKind(EnvironmentKind):
         sw_options.simplifications(options)
 
     def create(self) -> Environment:
-        return ScienceWorldEnvironment(self._jvm, self._gold_paths)
+        """A new simulator; RESOURCE_EXHAUSTED (SESSIONS_PER_WORKER) when the JVM holds its cap already."""
+        if self._live >= self._sessions_per_worker:
+            raise errors.resource_exhausted(
+                f"this ScienceWorld worker holds {self._live} of at most {self._sessions_per_worker} sessions "
+                "(setting scienceworld.sessions_per_worker; its JVM heap is sized from it); close sessions, "
+                "run more workers, or raise the setting",
+                "SESSIONS_PER_WORKER",
+                sessions_per_worker=str(self._sessions_per_worker),
+            )
+        env = ScienceWorldEnvironment(self._jvm, self._gold_paths, on_close=self._released)
+        self._live += 1
+        return env
+
+    def _released(self) -> None:
+        self._live -= 1
 
     def close(self) -> None:
         self._gold_paths.close()

@@ -1,0 +1,61 @@
+"""The per-worker session cap: sessions beyond it are refused, the others keep working."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import grpc
+import pytest
+
+from envhub.client import EnvhubClient, EnvhubError
+from envhub.envs.scienceworld.jvm import BASE_HEAP_MB, HEAP_PER_SIMULATOR_MB, heap_options
+from envhub.envs.scienceworld.kind import ScienceWorldKind
+from envhub.server.background import BackgroundServer
+
+TASK = "boil/0"
+
+
+def _refused(call: Callable[[], object]) -> EnvhubError:
+    with pytest.raises(EnvhubError) as caught:
+        call()
+    assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert caught.value.reason == "SESSIONS_PER_WORKER"
+    assert "scienceworld.sessions_per_worker" in str(caught.value)
+    return caught.value
+
+
+def test_cap_refuses_create_fork_and_restore_and_frees_on_close() -> None:
+    config = {"scienceworld": {"sessions_per_worker": "2"}}
+    with (
+        BackgroundServer.local("scienceworld", workers=1, environment_config=config) as server,
+        EnvhubClient(server.target) as client,
+    ):
+        first = client.create_session("scienceworld", task=TASK).session_id
+        second = client.create_session("scienceworld", task=TASK).session_id
+        client.step(first, "open door to kitchen")
+        snapshot = client.snapshot(first)
+        error = _refused(lambda: client.create_session("scienceworld", task=TASK))
+        assert error.metadata.get("sessions_per_worker") == "2"
+        _refused(lambda: client.fork(first, 1))
+        _refused(lambda: client.restore(snapshot))
+        # the refusals harmed nobody: both sessions step on
+        assert "kitchen" in client.step(first, "go to kitchen").observation.text
+        client.step(second, "look around")
+        client.close_session(second)
+        _refused(lambda: client.fork(first, 2))  # one slot: the fork that fitted is closed again
+        [fork] = client.fork(first, 1)
+        assert client.step(fork, "look around").observation.text == client.step(first, "look around").observation.text
+        _refused(lambda: client.create_session("scienceworld", task=TASK))
+
+
+def test_heap_is_sized_from_the_cap_unless_given() -> None:
+    sized = f"-Xmx{BASE_HEAP_MB + 10 * HEAP_PER_SIMULATOR_MB}m"
+    assert heap_options(["-XX:+UseSerialGC"], 10) == (sized, "-XX:+UseSerialGC")
+    assert heap_options(["-Xmx3g"], 10) == ("-Xmx3g",)
+    config = ScienceWorldKind.from_config({"sessions_per_worker": "4"}).config()
+    assert config["sessions_per_worker"] == "4"
+    assert f"-Xmx{BASE_HEAP_MB + 4 * HEAP_PER_SIMULATOR_MB}m" in config["java_opts"].split()
+    with pytest.raises(ValueError, match="sessions_per_worker"):
+        ScienceWorldKind.from_config({"sessions_per_worker": "many"})
+    with pytest.raises(ValueError, match="sessions_per_worker"):
+        ScienceWorldKind.from_config({"sessions_per_worker": "0"})
