@@ -47,6 +47,22 @@ class BackendConfig(_Section):
     kind: Literal["hf", "vllm"] = Field("hf", description="`hf` (transformers, CPU or GPU) or `vllm` (GPU only).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="`auto` picks cuda when available.")
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM: share of GPU memory per engine.")
+    weight_sync: Literal["auto", "state_dict", "inproc", "ipc", "nccl"] = Field(
+        "auto",
+        description="How learner weights reach the rollout engines. `state_dict`: a CPU copy (hf backend); "
+        "`inproc`: bf16 GPU tensors handed to an engine in the same process (vLLM, Ray off); `ipc`: vLLM's "
+        "weight-transfer API over CUDA IPC (colocated); `nccl`: the same API over an NCCL broadcast (split). "
+        "`auto`: state_dict for hf; for vllm inproc without Ray, ipc when colocated, nccl when split.",
+    )
+    weight_bucket_mb: float = Field(
+        2048, gt=0, description="Most megabytes of bf16 weights per transfer chunk (verl's 2048)."
+    )
+    tensor_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="vLLM tensor parallel size of each rollout engine (split mode: equal to placement.rollout_gpus; "
+        "the engine's TP workers are its own processes on its bundle's GPUs).",
+    )
 
 
 class EnvConfig(_Section):
@@ -231,8 +247,15 @@ class PlacementConfig(_Section):
 
     mode: Literal["colocated", "split"] = Field(
         "colocated",
-        description="`colocated`: rollout engines and the teacher share the learner's GPUs (vLLM sleep/wake: not yet "
-        "implemented); `split`: each role gets its own GPUs.",
+        description="`colocated`: rollout engines and the teacher share the learner's GPUs (their engines sleep "
+        "while the learner updates); `split`: each role gets its own GPUs.",
+    )
+    sleep_level: int = Field(
+        2,
+        ge=0,
+        le=2,
+        description="Colocated mode: vLLM sleep level of the rollout engines during the learner update (2: weights "
+        "and KV cache freed, verl's choice; 1: weights to CPU; 0: no sleep). The teacher sleeps at level 1.",
     )
     learner_gpus: int = Field(0, ge=0, description="Learner ranks, one GPU each (FSDP2 over them); 0 = no GPUs (CPU).")
     rollout_gpus: int = Field(1, ge=1, description="Split mode: GPUs per rollout engine (vLLM tensor parallel).")
@@ -358,7 +381,40 @@ class TrainerConfig(_Section):
                 )
         if self.placement.learner_gpus and not self.ray.enabled:
             raise ValueError("placement.learner_gpus reserves GPUs through Ray: set ray.enabled to true")
+        self._check_gpu_path()
         return self
+
+    def weight_sync(self) -> str:
+        """The weight-sync mode `backend.weight_sync: auto` resolves to (docs/gpu.md)."""
+        if self.backend.weight_sync != "auto":
+            return self.backend.weight_sync
+        if self.backend.kind == "hf":
+            return "state_dict"
+        if not self.ray.enabled:
+            return "inproc"
+        return "ipc" if self.placement.mode == "colocated" else "nccl"
+
+    def _check_gpu_path(self) -> None:
+        sync, backend, placement = self.weight_sync(), self.backend, self.placement
+        if sync != "state_dict" and backend.kind != "vllm":
+            raise ValueError(f"backend.weight_sync {sync} pushes to vLLM engines: set backend.kind to vllm")
+        if sync == "inproc" and self.ray.enabled:
+            raise ValueError("backend.weight_sync inproc needs the engine in the learner's process: ray.enabled false")
+        if sync == "ipc" and placement.mode != "colocated":
+            raise ValueError("backend.weight_sync ipc shares GPU memory: it needs placement.mode colocated (use nccl)")
+        if sync == "nccl" and (placement.mode != "split" or not self.ray.enabled):
+            raise ValueError(
+                "backend.weight_sync nccl broadcasts from the learner to engines on other GPUs: it needs "
+                "ray.enabled and placement.mode split (use ipc when colocated)"
+            )
+        if backend.tensor_parallel_size > 1:
+            if backend.kind != "vllm" or placement.mode != "split":
+                raise ValueError("backend.tensor_parallel_size > 1 needs backend.kind vllm and placement.mode split")
+            if placement.learner_gpus and placement.rollout_gpus != backend.tensor_parallel_size:
+                raise ValueError(
+                    f"each rollout engine's bundle must hold its {backend.tensor_parallel_size} tensor-parallel GPUs: "
+                    f"set placement.rollout_gpus to {backend.tensor_parallel_size}"
+                )
 
     def _check_branch(self) -> None:
         import dataclasses

@@ -147,6 +147,33 @@ def train(config: TrainerConfig, *, progress: bool = True) -> TrainResult:
             workers.close()
 
 
+def train_step(
+    config: TrainerConfig, workers: WorkerGroup, composer: SyncGroups, tasks: list[tuple[str, int]], step: int
+) -> dict[str, float]:
+    """One step: rollout (or branch rollout), teacher scores, learner update (colocated engines asleep),
+    weights to the rollout workers (engines woken); the step's metrics."""
+    sampling = SamplingSettings(
+        max_new_tokens=config.rollout.max_new_tokens,
+        temperature=config.rollout.temperature,
+        top_p=config.rollout.top_p,
+        top_logprobs=config.rollout.top_logprobs,
+        seed=config.seed * 1_000_003 + step * 1009,
+    )
+    if config.rollout.strategy == "branch":
+        mains, branches, metrics = branch_rollout(workers, tasks, sampling, config.seed * 7919 + step)
+        metrics.update(trajectory_metrics(mains))
+        trajectories = mains + branches
+    else:
+        trajectories, stats = workers.rollout(tasks, sampling)
+        metrics = {**stats.as_metrics(), **trajectory_metrics(trajectories)}
+        if get_objective(config.objective.name).needs_teacher:
+            trajectories, scored = workers.score(trajectories)
+            metrics["teacher/tokens_scored"] = float(scored)
+    metrics.update(workers.learn(composer.compose(trajectories)))
+    workers.sync_weights()
+    return metrics
+
+
 def _loop(
     config: TrainerConfig, workers: WorkerGroup, out: Path, resume_from: str | None, progress: bool
 ) -> TrainResult:
@@ -155,33 +182,13 @@ def _loop(
     sampler = TaskSampler(training_tasks(config, workers), config.seed, start_draw=draws)
     composer = SyncGroups(config.prompt.context)
     eval_tasks = evaluation_tasks(config, workers) if config.eval.every else []
-    needs_teacher = get_objective(config.objective.name).needs_teacher
     logger = MetricsLogger(out)
     checkpoint = resume_from
     metrics: dict[str, float] = {}
     bar = tqdm(range(start, config.steps), initial=start, total=config.steps, disable=not progress, desc="train")
     try:
         for step in bar:
-            sampling = SamplingSettings(
-                max_new_tokens=config.rollout.max_new_tokens,
-                temperature=config.rollout.temperature,
-                top_p=config.rollout.top_p,
-                top_logprobs=config.rollout.top_logprobs,
-                seed=config.seed * 1_000_003 + step * 1009,
-            )
-            tasks = sampler.sample(config.rollout.tasks_per_step)
-            if config.rollout.strategy == "branch":
-                mains, branches, metrics = branch_rollout(workers, tasks, sampling, config.seed * 7919 + step)
-                metrics.update(trajectory_metrics(mains))
-                trajectories = mains + branches
-            else:
-                trajectories, stats = workers.rollout(tasks, sampling)
-                metrics = {**stats.as_metrics(), **trajectory_metrics(trajectories)}
-                if needs_teacher:
-                    trajectories, scored = workers.score(trajectories)
-                    metrics["teacher/tokens_scored"] = float(scored)
-            metrics.update(workers.learn(composer.compose(trajectories)))
-            workers.sync_weights()
+            metrics = train_step(config, workers, composer, sampler.sample(config.rollout.tasks_per_step), step)
             if eval_tasks and (step + 1) % config.eval.every == 0:
                 html = out / "episodes" / f"step_{step + 1:06d}.html"
                 metrics.update(periodic_eval(config, workers, eval_tasks, html))

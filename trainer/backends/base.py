@@ -56,6 +56,14 @@ class GenerationBackend(Protocol):
         """Replace the model weights (names as in the HF model's state_dict)."""
         ...
 
+    def sleep(self, level: int) -> None:
+        """Free accelerator memory while the learner updates (vLLM sleep levels 1 and 2)."""
+        ...
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        """Reallocate what `sleep` freed: `tags` among "weights", "kv_cache" (None: everything)."""
+        ...
+
 
 @runtime_checkable
 class ScoringBackend(Protocol):

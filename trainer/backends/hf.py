@@ -8,6 +8,7 @@ the same quantity teacher-forced, and the two agree to float precision.
 from __future__ import annotations
 
 import secrets
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -85,6 +86,8 @@ class HFBackend:
         self.pad_token_id = pad_token_id
         self.batch_size = batch_size
         self._stop = _StopMatcher(set(eos_token_ids), stop, tokenizer)
+        self.memory_events: deque[str] = deque(maxlen=64)
+        """The latest sleep / wake / weight-load calls, in order (the colocated schedule, docs/gpu.md)."""
 
     @classmethod
     def from_pretrained(
@@ -201,3 +204,12 @@ class HFBackend:
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
         """Copy the learner's weights in (strict: names and shapes must match)."""
         self.model.load_state_dict(dict(state_dict), strict=True)
+        self.memory_events.append("load_weights")
+
+    def sleep(self, level: int) -> None:
+        """Nothing to free (no KV cache kept between calls); recorded in `memory_events`."""
+        self.memory_events.append(f"sleep:{level}")
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        """Nothing to reallocate; recorded in `memory_events`."""
+        self.memory_events.append("wake:" + ",".join(tags or ["all"]))

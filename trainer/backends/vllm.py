@@ -1,9 +1,12 @@
 """Generation and teacher scoring with vLLM (GPU only; the [gpu] extra, vLLM 0.33).
 
-Written against vLLM's documented offline API: `LLM.generate` with `TokensPrompt` and
-`SamplingParams(logprobs=k)` (raw, untempered log-probs: `logprobs_mode="raw_logprobs"`),
-`SamplingParams(prompt_logprobs=0)` for scoring, and `LLM.collective_rpc` with a worker extension
-for weight sync. See docs/gpu.md for what has and has not been run.
+Written against vLLM 0.33's offline API (read in the wheel, docs/design/010-gpu-path.md): `LLM.generate`
+with `TokensPrompt` and `SamplingParams(logprobs=k)` (raw, untempered log-probs: `logprobs_mode=
+"raw_logprobs"`), `SamplingParams(prompt_logprobs=0)` for scoring; weights arrive either in-process
+(`update_weights`: `LLM.collective_rpc` into a worker extension, engine and learner in one process) or
+through vLLM's weight-transfer API (`weight_transfer="ipc"|"nccl"`: `init_weight_transfer` once, then
+`start_weight_update`, `receive_weights` per chunk, `finish_weight_update`); colocated engines
+`sleep`/`wake_up` around the learner update. See docs/gpu.md for what has and has not been run.
 """
 
 from __future__ import annotations
@@ -46,14 +49,25 @@ class VLLMBackend:
         max_model_len: int | None = None,
         stop: Sequence[str] = (),
         max_logprobs: int = 20,
+        weight_transfer: str | None = None,
+        sleep_mode: bool = False,
+        tensor_parallel_size: int = 1,
         **engine_kwargs: Any,
     ) -> None:
         vllm = _import_vllm()
+        if weight_transfer not in (None, "ipc", "nccl"):
+            raise ValueError(f"weight_transfer must be ipc, nccl or None, not {weight_transfer!r}")
         # The in-process engine (InprocClient + uni executor at world size 1) hands `collective_rpc`
-        # arguments to the worker untouched; the default multiprocess engine would turn each tensor
-        # into a list (GPU-FACTS section 1). Tensor-parallel engines need the weight-transfer API.
-        if int(engine_kwargs.get("tensor_parallel_size", 1)) == 1:
+        # arguments (in-process tensors, IPC handles) to the worker untouched; the multiprocess engine
+        # would msgpack them (GPU-FACTS section 1).
+        if tensor_parallel_size == 1:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        else:
+            # Inside a Ray placement group vLLM would default to its `ray` executor and ask Ray for GPUs this
+            # actor already holds; `mp` runs the TP workers on this actor's visible GPUs (config/parallel.py).
+            engine_kwargs.setdefault("distributed_executor_backend", "mp")
+        if weight_transfer is not None:
+            engine_kwargs["weight_transfer_config"] = {"backend": weight_transfer}
         self._vllm = vllm
         self.bucket_bytes = DEFAULT_BUCKET_BYTES
         self.stop = list(stop)
@@ -66,6 +80,8 @@ class VLLMBackend:
             max_logprobs=max_logprobs,
             logprobs_mode="raw_logprobs",
             worker_extension_cls=_WORKER_EXTENSION,
+            enable_sleep_mode=sleep_mode,
+            tensor_parallel_size=tensor_parallel_size,
             **engine_kwargs,
         )
 
@@ -124,8 +140,35 @@ class VLLMBackend:
         return scores
 
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
-        """Send the learner's HF-named weights, cast to bf16 where they are, bucket by bucket to the
-        in-process vLLM worker, then drop stale prefix-cache blocks (updates do not, GPU-FACTS 1)."""
+        """In-process sync: the learner's HF-named weights, cast to the engine dtype where they are (GPU
+        tensors stay on the GPU), bucket by bucket to the worker in this process, then drop stale
+        prefix-cache blocks (updates do not, GPU-FACTS 1)."""
         for bucket in buckets(cast_for_engine(state_dict, self.dtype), self.bucket_bytes):
             self.llm.collective_rpc("envhub_load_weights", args=(bucket,))
         self.llm.reset_prefix_cache()
+
+    def init_weight_transfer(self, init_info: dict[str, Any]) -> None:
+        """Set up vLLM's weight-transfer engine (ipc: `{"packed": False}`; nccl: the rendezvous)."""
+        self.llm.init_weight_transfer_engine({"init_info": init_info})
+
+    def start_weight_update(self) -> None:
+        """Open a weight update (vLLM starts a layerwise reload)."""
+        self.llm.start_weight_update()
+
+    def receive_weights(self, update_info: dict[str, Any]) -> None:
+        """Load one chunk: its `names/dtype_names/shapes` (+ `ipc_handles` for ipc; nccl receives the
+        tensors by broadcast while this call runs)."""
+        self.llm.update_weights({"update_info": update_info})
+
+    def finish_weight_update(self) -> None:
+        """Close the update (layers finalised) and drop stale prefix-cache blocks."""
+        self.llm.finish_weight_update()
+        self.llm.reset_prefix_cache()
+
+    def sleep(self, level: int) -> None:
+        """Free GPU memory for the learner (1: weights to CPU, KV cache freed; 2: both freed)."""
+        self.llm.sleep(level=level)
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        """Reallocate `tags` ("weights", "kv_cache"; None: everything)."""
+        self.llm.wake_up(tags=tags)

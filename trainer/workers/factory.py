@@ -21,13 +21,31 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def sleeps(config: TrainerConfig) -> bool:
+    """Whether the engines sleep during learner updates: colocated mode with a sleep level."""
+    return config.placement.mode == "colocated" and config.placement.sleep_level > 0
+
+
+def teacher_parallel_size(config: TrainerConfig) -> int:
+    """The teacher engine's tensor-parallel size: its GPUs in split mode, else 1."""
+    placed = config.placement.mode == "split" and config.placement.learner_gpus > 0
+    return config.placement.teacher_gpus if placed else 1
+
+
 def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBackend:
     """The student's generation backend named by `backend.kind`."""
     from trainer.backends import make_backend
 
     if config.backend.kind == "vllm":
+        sync = config.weight_sync()
         return make_backend(
-            "vllm", path, gpu_memory_utilization=config.backend.gpu_memory_utilization, stop=STOP_STRINGS
+            "vllm",
+            path,
+            gpu_memory_utilization=config.backend.gpu_memory_utilization,
+            stop=STOP_STRINGS,
+            weight_transfer=sync if sync in ("ipc", "nccl") else None,
+            sleep_mode=sleeps(config),
+            tensor_parallel_size=config.backend.tensor_parallel_size,
         )
     return make_backend("hf", path, device=resolve_device(config.backend.device), stop=STOP_STRINGS)
 

@@ -16,10 +16,12 @@ from trainer.objectives.batch import TokenBatch
 from trainer.objectives.registry import get_objective
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
 from trainer.workers.executor import Executor, make_executor
+from trainer.workers.factory import sleeps
 from trainer.workers.learner import LearnerWorker, Rendezvous, rendezvous_address
 from trainer.workers.placement import plan_placement
 from trainer.workers.rollout import RolloutWorker
 from trainer.workers.teacher import TeacherWorker
+from trainer.workers.weight_sync import WeightSync
 
 T = TypeVar("T")
 
@@ -48,6 +50,17 @@ class WorkerGroup:
         self.teacher: Any = spawn(TeacherWorker, config, slot=plan.teacher) if needs_teacher else None
         self.learners: list[Any] = self._spawn_learners(plan.learner, resume_from)
         self.learner: Any = self.learners[0]
+        self.sleep_level = config.placement.sleep_level if sleeps(config) else 0
+        """Colocated engines sleep at this level during each learner update (0: never)."""
+        self.weight_sync = WeightSync(
+            config.weight_sync(),
+            self.executor,
+            self.learners,
+            self.rollout_workers,
+            bucket_bytes=int(config.backend.weight_bucket_mb * 1024 * 1024),
+            engine_world_size=config.backend.tensor_parallel_size,
+        )
+        self.weight_sync.connect()
         if resume_from:
             self.sync_weights()
 
@@ -102,16 +115,27 @@ class WorkerGroup:
         return result
 
     def learn(self, batch: TokenBatch) -> dict[str, float]:
-        """One learner update; its metrics."""
+        """One learner update; its metrics. Colocated engines sleep through it (`sync_weights` wakes them)."""
+        if self.sleep_level:
+            self._on_engines("sleep", self.sleep_level)
+            if self.teacher is not None:
+                self.executor.call(self.teacher, "sleep")
         metrics: dict[str, float] = self._on_learners("step", batch)
         return metrics
 
     def sync_weights(self) -> None:
-        """Push the learner's weights to every rollout worker (once through the object store under Ray)."""
-        pending = [self.executor.submit(r, "weights") for r in self.learners]
-        weights = pending[0]  # rank 0 holds the full state dict; the other ranks join the gather
-        self.executor.gather(pending[1:])
-        self.executor.gather([self.executor.submit(w, "update_weights", weights) for w in self.rollout_workers])
+        """Push the learner's weights to every rollout worker (`backend.weight_sync`, weight_sync.py).
+        Sleeping engines wake in verl's order: weights, the push, then the KV cache (and the teacher)."""
+        if self.sleep_level:
+            self._on_engines("wake_up", ["weights"])
+        self.weight_sync.push()
+        if self.sleep_level:
+            self._on_engines("wake_up", ["kv_cache"])
+            if self.teacher is not None:
+                self.executor.call(self.teacher, "wake_up")
+
+    def _on_engines(self, method: str, *args: Any) -> None:
+        self.executor.gather([self.executor.submit(w, method, *args) for w in self.rollout_workers])
 
     def global_step(self) -> int:
         """The learner's update count."""

@@ -5,9 +5,11 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from trainer.backends.weight_transfer import ENGINE_DTYPE, NcclSender, WeightExport
 from trainer.config import TrainerConfig
 from trainer.learner import STATE_FILE, Learner
 from trainer.objectives.batch import TokenBatch
@@ -70,6 +72,9 @@ class LearnerWorker:
         )
         if resume_from:
             self.learner.load(resume_from)
+        self.rank = rendezvous.rank if rendezvous is not None else 0
+        self._export: WeightExport | None = None
+        self._sender: NcclSender | None = None
 
     def step(self, batch: TokenBatch) -> dict[str, float]:
         """One update on `batch`; its metrics."""
@@ -78,6 +83,42 @@ class LearnerWorker:
     def weights(self) -> dict[str, torch.Tensor]:
         """CPU copy of the current parameters."""
         return self.learner.weights()
+
+    def live_weights(self) -> dict[str, torch.Tensor]:
+        """The parameters themselves, on the learner's device (`inproc` sync: the engine is in this process)."""
+        return {name: t.detach() for name, t in self.learner.model.state_dict().items()}
+
+    def export_begin(self, bucket_bytes: int) -> list[dict[str, Any]]:
+        """Plan a weight-transfer sync (every rank: the same chunks); each chunk's `update_info`."""
+        self._export = WeightExport(self.learner.model.state_dict(), ENGINE_DTYPE, bucket_bytes)
+        return self._export.infos
+
+    def export_ipc(self, chunk: int) -> dict[str, Any]:
+        """Chunk `chunk` on this rank's GPU, as IPC handles (kept alive until `export_end`)."""
+        assert self._export is not None, "export_begin first"
+        return self._export.ipc_info(chunk)
+
+    def export_broadcast(self, chunk: int) -> None:
+        """Chunk `chunk` gathered on every rank; rank 0 broadcasts it to the engines (nccl)."""
+        assert self._export is not None, "export_begin first"
+        tensors = self._export.tensors(chunk)
+        if self._sender is not None:
+            self._sender.send(tensors)
+
+    def export_end(self) -> None:
+        """Drop this sync's exported tensors."""
+        if self._export is not None:
+            self._export.release()
+        self._export = None
+
+    def transfer_address(self) -> tuple[str, int]:
+        """Where rank 0 hosts the trainer-to-engine NCCL group (this node, a free port)."""
+        return rendezvous_address()
+
+    def connect_transfer(self, address: str, port: int, world_size: int) -> None:
+        """Rank 0 joins the NCCL group with the engine workers as its rank 0 (blocks until all joined)."""
+        if self.rank == 0:
+            self._sender = NcclSender(address, port, world_size)
 
     def global_step(self) -> int:
         """Updates applied so far (continues across resumes)."""

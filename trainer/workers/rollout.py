@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
+from trainer.backends.vllm import VLLMBackend
 from trainer.branching.rules import annotate_constraints, make_rules
 from trainer.config import TrainerConfig
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
@@ -52,6 +54,35 @@ class RolloutWorker:
     def update_weights(self, weights: dict[str, torch.Tensor]) -> None:
         """Load the learner's newest weights into the generation backend."""
         self.backend.update_weights(weights)
+
+    def init_weight_transfer(self, init_info: dict[str, Any]) -> None:
+        """vLLM weight-transfer API (ipc/nccl sync): set up the engine's side once."""
+        self._engine().init_weight_transfer(init_info)
+
+    def start_weight_update(self) -> None:
+        """vLLM weight-transfer API: open an update."""
+        self._engine().start_weight_update()
+
+    def receive_weights(self, update_info: dict[str, Any]) -> None:
+        """vLLM weight-transfer API: load one chunk."""
+        self._engine().receive_weights(update_info)
+
+    def finish_weight_update(self) -> None:
+        """vLLM weight-transfer API: close the update."""
+        self._engine().finish_weight_update()
+
+    def _engine(self) -> VLLMBackend:
+        if not isinstance(self.backend, VLLMBackend):
+            raise TypeError("the weight-transfer API needs backend.kind vllm")
+        return self.backend
+
+    def sleep(self, level: int) -> None:
+        """Free the engine's GPU memory while the learner updates (colocated mode)."""
+        self.backend.sleep(level)
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        """Reallocate what `sleep` freed (`tags`: "weights", "kv_cache"; None: all)."""
+        self.backend.wake_up(tags)
 
     def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]:
         """Task ids of `split` on this worker's server (only `families` when given)."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from trainer.backends.base import ScoringBackend
+from trainer.backends.hf import HFBackend
+from trainer.backends.vllm import VLLMBackend
 from trainer.config import TrainerConfig
 from trainer.rollout import Trajectory
-from trainer.workers.factory import resolve_device
+from trainer.workers.factory import resolve_device, sleeps, teacher_parallel_size
 
 
 class TeacherWorker:
@@ -18,19 +19,26 @@ class TeacherWorker:
         if not config.models.teacher:
             raise ValueError("this objective needs a teacher: set models.teacher")
         check_same_tokenizer(load_tokenizer(config.models.student), load_tokenizer(config.models.teacher))
-        self.backend: ScoringBackend
+        self.backend: VLLMBackend | HFBackend
         if config.backend.kind == "vllm":
-            from trainer.backends.vllm import VLLMBackend
-
             self.backend = VLLMBackend(
-                config.models.teacher, gpu_memory_utilization=config.backend.gpu_memory_utilization
+                config.models.teacher,
+                gpu_memory_utilization=config.backend.gpu_memory_utilization,
+                sleep_mode=sleeps(config),
+                tensor_parallel_size=teacher_parallel_size(config),
             )
         else:
-            from trainer.backends.hf import HFBackend
-
             self.backend = HFBackend.from_pretrained(
                 config.models.teacher, device=resolve_device(config.backend.device)
             )
+
+    def sleep(self) -> None:
+        """Colocated mode: offload the frozen weights to CPU and free the KV cache (vLLM level 1)."""
+        self.backend.sleep(1)
+
+    def wake_up(self) -> None:
+        """Bring the weights and KV cache back."""
+        self.backend.wake_up(None)
 
     def score(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], int]:
         """The trajectories with teacher log-probs on every student turn, and the tokens scored."""

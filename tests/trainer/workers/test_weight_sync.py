@@ -1,0 +1,284 @@
+"""Weight sync and colocated sleep/wake, on CPU.
+
+vLLM needs a CUDA GPU, so the vLLM paths run against a recording stand-in for the `vllm` package at
+the library boundary (`_FakeLLM`: the `LLM` methods our backend calls, with vLLM 0.33's ordering
+rules, docs/design/010-gpu-path.md); everything of ours is real: config, `WorkerGroup`, learner,
+rollout workers, `WeightSync`, the learner's chunk export and IPC handles (CPU tensors' handles
+rebuild in-process). The hf test drives the real driver step with a real ALFWorld server.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.multiprocessing.reductions import rebuild_tensor
+
+from trainer.backends.weight_transfer import WeightExport, merge_ipc_infos
+from trainer.batching import SyncGroups
+from trainer.config import TrainerConfig, config_from_dict
+from trainer.driver import train_step
+from trainer.models.loading import load_model
+from trainer.models.tiny import TinyModels
+from trainer.workers import WorkerGroup
+from trainer.workers.executor import LocalExecutor
+from trainer.workers.learner import LearnerWorker
+from trainer.workers.rollout import RolloutWorker
+from trainer.workers.weight_sync import WeightSync
+
+
+class _FakeLLM:
+    """Records every call; enforces vLLM's weight-update order (gpu_worker.py:1519-1656); ipc chunks
+    are rebuilt from the handle of this "GPU" ("cpu") and kept in `loaded`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.calls: list[tuple[str, Any]] = []
+        self.loaded: dict[str, torch.Tensor] = {}
+        self.active = False
+
+    def init_weight_transfer_engine(self, request: dict[str, Any]) -> None:
+        assert self.kwargs.get("weight_transfer_config"), "weight_transfer_config not set"
+        self.calls.append(("init_weight_transfer_engine", request))
+
+    def start_weight_update(self) -> None:
+        if self.active:
+            raise RuntimeError("start_weight_update called while a weight update is already active")
+        self.active = True
+        self.calls.append(("start_weight_update", None))
+
+    def update_weights(self, request: dict[str, Any]) -> None:
+        if not self.active:
+            raise RuntimeError("start_weight_update must be called before update_weights.")
+        info = request["update_info"]
+        self.calls.append(("update_weights", info))
+        assert len(info["names"]) == len(info["dtype_names"]) == len(info["shapes"])
+        if "ipc_handles" in info:
+            for name, handle in zip(info["names"], info["ipc_handles"], strict=True):
+                self.loaded[name] = rebuild_tensor(*handle["cpu"]).clone()
+
+    def finish_weight_update(self) -> None:
+        if not self.active:
+            raise RuntimeError("finish_weight_update called without a matching start_weight_update.")
+        self.active = False
+        self.calls.append(("finish_weight_update", None))
+
+    def reset_prefix_cache(self) -> None:
+        self.calls.append(("reset_prefix_cache", None))
+
+    def sleep(self, level: int = 1) -> None:
+        self.calls.append(("sleep", level))
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        self.calls.append(("wake_up", tags))
+
+
+_BROADCASTS: list[torch.Tensor] = []
+_NCCL_GROUPS: list[dict[str, Any]] = []
+
+
+class _FakeNcclGroup:
+    """vLLM's trainer-side PyNcclCommunicator (pynccl.py:543): records what rank 0 broadcasts."""
+
+    def broadcast(self, tensor: torch.Tensor, src: int, stream: Any = None) -> None:
+        assert src == 0 and tensor.is_contiguous()
+        _BROADCASTS.append(tensor.clone())
+
+
+def _trainer_init(info: dict[str, Any], rank: int = 0) -> _FakeNcclGroup:
+    _NCCL_GROUPS.append({**info, "rank": rank})
+    return _FakeNcclGroup()
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    modules = {
+        "vllm": types.ModuleType("vllm"),
+        "vllm.distributed": types.ModuleType("vllm.distributed"),
+        "vllm.distributed.weight_transfer": types.ModuleType("vllm.distributed.weight_transfer"),
+        "vllm.distributed.weight_transfer.nccl_common": types.ModuleType("nccl_common"),
+    }
+    modules["vllm"].LLM = _FakeLLM  # type: ignore[attr-defined]
+    modules["vllm.distributed.weight_transfer.nccl_common"].trainer_init = _trainer_init  # type: ignore[attr-defined]
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    _BROADCASTS.clear()
+    _NCCL_GROUPS.clear()
+
+
+def _config(tiny_models: TinyModels, server: str, **sections: Any) -> TrainerConfig:
+    data: dict[str, Any] = {
+        "models": {"student": str(tiny_models.student), "teacher": str(tiny_models.teacher)},
+        "backend": {"device": "cpu"},
+        "env": {"name": "alfworld", "targets": [server], "max_turns": 2, "families": ["pick_and_place_simple"],
+                "max_tasks": 4},
+        "prompt": {"style": "compact", "history_length": 1, "max_prompt_tokens": 256},
+        "rollout": {"group_size": 2, "tasks_per_step": 1, "max_new_tokens": 6},
+        "objective": {"name": "grpo"},
+        "optim": {"lr": 1e-3},
+    }  # fmt: skip
+    data.update(sections)
+    return config_from_dict(data)
+
+
+def _engine_weights(student: Path) -> dict[str, torch.Tensor]:
+    model = load_model(str(student), device="cpu")
+    return {n: t.to(torch.bfloat16) if t.is_floating_point() else t for n, t in model.state_dict().items()}
+
+
+def test_weight_sync_modes_resolve_and_validate(tiny_models: TinyModels) -> None:
+    base = _config(tiny_models, "h:1")
+    assert base.weight_sync() == "state_dict"
+    vllm = {"kind": "vllm", "device": "cpu"}
+    assert _config(tiny_models, "h:1", backend=vllm).weight_sync() == "inproc"
+    ray = {"enabled": True}
+    assert _config(tiny_models, "h:1", backend=vllm, ray=ray).weight_sync() == "ipc"
+    split = {"mode": "split"}
+    assert _config(tiny_models, "h:1", backend=vllm, ray=ray, placement=split).weight_sync() == "nccl"
+    bad = [
+        ({"backend": {"weight_sync": "ipc"}}, "backend.kind to vllm"),
+        ({"backend": {**vllm, "weight_sync": "ipc"}, "placement": split}, "colocated"),
+        ({"backend": {**vllm, "weight_sync": "nccl"}}, "split"),
+        ({"backend": {**vllm, "weight_sync": "nccl"}, "placement": split}, "ray.enabled"),
+        ({"backend": {**vllm, "weight_sync": "inproc"}, "ray": ray}, "ray.enabled false"),
+        ({"backend": {**vllm, "tensor_parallel_size": 2}, "ray": ray}, "placement.mode split"),
+        (
+            {
+                "backend": {**vllm, "tensor_parallel_size": 2},
+                "ray": ray,
+                "placement": {"mode": "split", "learner_gpus": 1, "rollout_gpus": 1},
+            },
+            "rollout_gpus to 2",
+        ),
+    ]
+    for sections, message in bad:
+        with pytest.raises(ValueError, match=message):
+            _config(tiny_models, "h:1", **sections)
+
+
+def test_chunk_plan_and_ipc_payload_round_trip_through_pickle() -> None:
+    state = {"a": torch.randn(4, 8), "b": torch.randn(16), "steps": torch.tensor([3]), "c": torch.randn(2, 2)}
+    export = WeightExport(state, torch.bfloat16, bucket_bytes=40)
+    assert export.chunks == [["a"], ["b", "steps"], ["c"]]  # planned from metadata: 64 B, 32+8 B, 8 B
+    assert export.infos[1] == {"names": ["b", "steps"], "dtype_names": ["bfloat16", "int64"], "shapes": [[16], [1]]}
+    # two learner ranks export the same chunk on their own devices; the engines get one merged payload
+    rank0, rank1 = export.ipc_info(1), WeightExport(state, torch.bfloat16, 40).ipc_info(1)
+    rank1["ipc_handles"] = [{"gpu-1": h["cpu"]} for h in rank1["ipc_handles"]]
+    merged = merge_ipc_infos([rank0, rank1])
+    assert [sorted(h) for h in merged["ipc_handles"]] == [["cpu", "gpu-1"], ["cpu", "gpu-1"]]
+    shipped = pickle.loads(pickle.dumps(merged))  # what Ray does between learner and rollout actors
+    for name, dtype_name, shape, handle in zip(*(shipped[k] for k in merged), strict=True):
+        tensor = rebuild_tensor(*handle["cpu"])
+        assert tensor.dtype == getattr(torch, dtype_name) and list(tensor.shape) == shape
+        assert torch.equal(tensor, state[name].to(tensor.dtype))
+    export.release()
+    with pytest.raises(ValueError, match="share one plan"):
+        merge_ipc_infos([rank0, export.ipc_info(0)])
+
+
+def test_ipc_sync_follows_vllm_weight_transfer_order_and_wakes_colocated_engines(
+    tiny_models: TinyModels, alfworld_server: str, fake_vllm: None
+) -> None:
+    config = _config(
+        tiny_models,
+        alfworld_server,
+        backend={"kind": "vllm", "device": "cpu", "weight_sync": "ipc", "weight_bucket_mb": 0.05},
+    )
+    group = WorkerGroup(config, [alfworld_server])
+    try:
+        llm = group.rollout_workers[0].backend.llm
+        assert llm.kwargs["weight_transfer_config"] == {"backend": "ipc"} and llm.kwargs["enable_sleep_mode"]
+        assert llm.calls == [("init_weight_transfer_engine", {"init_info": {"packed": False}})]
+        llm.calls.clear()
+        group.sync_weights()
+        names = [name for name, _ in llm.calls]
+        chunks = names.count("update_weights")
+        assert chunks > 1
+        assert names == [
+            "wake_up",
+            "start_weight_update",
+            *["update_weights"] * chunks,
+            "finish_weight_update",
+            "reset_prefix_cache",
+            "wake_up",
+        ]
+        assert llm.calls[0][1] == ["weights"] and llm.calls[-1][1] == ["kv_cache"]
+        expected = _engine_weights(tiny_models.student)
+        assert llm.loaded.keys() == expected.keys()
+        for name, tensor in expected.items():
+            assert torch.equal(llm.loaded[name], tensor), name
+    finally:
+        group.close()
+
+
+def test_nccl_sync_announces_each_chunk_that_the_learner_broadcasts(
+    tiny_models: TinyModels, alfworld_server: str, fake_vllm: None
+) -> None:
+    config = _config(
+        tiny_models,
+        alfworld_server,
+        backend={"kind": "vllm", "device": "cpu", "weight_bucket_mb": 0.05},
+        ray={"enabled": True},
+        placement={"mode": "split"},
+    )
+    assert config.weight_sync() == "nccl"
+    # In-process calls run one after the other (the fakes never block); under Ray the engines'
+    # update_weights and the learner's broadcast run concurrently, as NCCL needs.
+    engines = [RolloutWorker(config, alfworld_server) for _ in range(2)]
+    learner = LearnerWorker(config)
+    sync = WeightSync("nccl", LocalExecutor(), [learner], engines, bucket_bytes=50_000, engine_world_size=2)
+    sync.connect()
+    inits = [engine.backend.llm.calls[0] for engine in engines]
+    assert [name for name, _ in inits] == ["init_weight_transfer_engine"] * 2
+    # trainer = rank 0; engine i's TP workers at 1 + 2i, 1 + 2i + 1; 1 + 2 x 2 ranks in all
+    assert [r["init_info"]["rank_offset"] for _, r in inits] == [1, 3]
+    info = inits[0][1]["init_info"]
+    assert [{**{k: info[k] for k in ("master_address", "master_port", "world_size")}, "rank": 0}] == _NCCL_GROUPS
+    assert info["world_size"] == 5
+    sync.push()
+    expected = _engine_weights(tiny_models.student)
+    for engine in engines:
+        calls = engine.backend.llm.calls[1:]
+        chunks = [info for name, info in calls if name == "update_weights"]
+        assert len(chunks) > 1 and all("ipc_handles" not in chunk for chunk in chunks)
+        assert [n for n, _ in calls] == [
+            "start_weight_update",
+            *["update_weights"] * len(chunks),
+            "finish_weight_update",
+            "reset_prefix_cache",
+        ]
+        announced = [x for c in chunks for x in zip(c["names"], c["dtype_names"], c["shapes"], strict=True)]
+        assert [n for n, _, _ in announced] == list(expected)
+        # the k-th broadcast tensor is what the engine was told to expect k-th (vLLM receives in order)
+        for (name, dtype_name, shape), sent in zip(announced, _BROADCASTS, strict=True):
+            assert sent.dtype == getattr(torch, dtype_name) and list(sent.shape) == shape
+            assert torch.equal(sent, expected[name]), name
+
+
+def test_colocated_driver_step_sleeps_engines_through_the_update(tiny_models: TinyModels, alfworld_server: str) -> None:
+    config = _config(tiny_models, alfworld_server, objective={"name": "atod"})
+    group = WorkerGroup(config, [alfworld_server])
+    try:
+        backend = group.rollout_workers[0].backend
+        teacher = group.teacher.backend
+        tasks = [(group.task_ids("train", ["pick_and_place_simple"])[0], 1)]
+        metrics = train_step(config, group, SyncGroups(config.prompt.context), tasks, step=0)
+        assert metrics["rollout/trajectories"] == 2.0 and group.global_step() == 1
+        # generate -> sleep(2) -> learn -> wake(weights) -> load weights -> wake(kv_cache)
+        assert list(backend.memory_events) == ["sleep:2", "wake:weights", "load_weights", "wake:kv_cache"]
+        assert list(teacher.memory_events) == ["sleep:1", "wake:all"]
+    finally:
+        group.close()
+    split = _config(tiny_models, alfworld_server, placement={"mode": "split"})
+    group = WorkerGroup(split, [alfworld_server])
+    try:
+        group.sync_weights()
+        assert list(group.rollout_workers[0].backend.memory_events) == ["load_weights"]
+    finally:
+        group.close()
