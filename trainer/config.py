@@ -75,6 +75,13 @@ class EnvConfig(_Section):
         default_factory=lambda: ["local"],
         description='Server addresses "host:port"; ["local"] starts a server on a free loopback port.',
     )
+    local_host: str = Field(
+        "auto",
+        description='Where "local" servers are reached: `auto` = localhost, or this node\'s routable address '
+        "(servers then bind every interface) when ray.address names a cluster whose actors may run on other nodes; "
+        "any other value is advertised as given (servers bind every interface). Other targets (host:port, "
+        "Kubernetes service names) pass through unchanged.",
+    )
     train_split: str = Field("train", description="Split the training tasks come from.")
     eval_split: str = Field("valid_unseen", description="Held-out split used by `trainer eval`.")
     task_ids: list[str] = Field(
@@ -237,7 +244,14 @@ class RayConfig(_Section):
     """Ray placement."""
 
     enabled: bool = Field(False, description="Run workers as Ray actors (False: in-process, same interface).")
-    address: str | None = Field(None, description="Cluster address; None starts a local Ray.")
+    address: str | None = Field(
+        None, description='Cluster address ("auto", "ray://head:10001", "head:6379"); None starts a local Ray.'
+    )
+    runtime_env: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Ray runtime_env for every actor (e.g. working_dir, excludes, env_vars, py_modules) when the "
+        "nodes do not already have this project installed; empty: none.",
+    )
     num_rollout_workers: int = Field(1, ge=1, description="Rollout worker actors; tasks are split between them.")
     object_store_mb: int = Field(200, ge=75, description="Object store cap for a local Ray.")
 

@@ -117,13 +117,29 @@ def periodic_eval(
 
 @contextlib.contextmanager
 def env_targets(config: TrainerConfig) -> Iterator[list[str]]:
-    """Server addresses; starts (and stops) a local server for each "local" entry."""
+    """Server addresses; starts (and stops) a local server for each "local" entry, reachable from every
+    node that may run a rollout actor (`env.local_host`); other targets pass through unchanged."""
     with contextlib.ExitStack() as stack:
+        bind, advertise = local_server_host(config)
         targets = [
-            stack.enter_context(LocalServer(config.env.name)).address if target == "local" else target
+            stack.enter_context(LocalServer(config.env.name, host=bind, advertise=advertise)).address
+            if target == "local"
+            else target
             for target in config.env.targets
         ]
         yield targets
+
+
+def local_server_host(config: TrainerConfig) -> tuple[str, str]:
+    """(address "local" servers bind, host they are advertised at): loopback for a single machine; every
+    interface and this node's routable address on a Ray cluster (`ray.address`), or `env.local_host`."""
+    if config.env.local_host != "auto":
+        return "0.0.0.0", config.env.local_host
+    if config.ray.enabled and config.ray.address:
+        from ray.util import get_node_ip_address
+
+        return "0.0.0.0", get_node_ip_address()
+    return "localhost", "localhost"
 
 
 def train(config: TrainerConfig, *, progress: bool = True) -> TrainResult:

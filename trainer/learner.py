@@ -38,6 +38,8 @@ from trainer.objectives.pbr import PBR_CONSTRAINTS, PBR_EVENT_PROB, PBR_LOSS, Co
 from trainer.objectives.registry import build_config, get_objective
 
 STATE_FILE = "trainer_state.pt"
+SHARDED_DIR = "sharded"
+"""A multi-rank checkpoint's torch.distributed.checkpoint folder (model and optimizer shards)."""
 
 
 def token_logprobs(
@@ -255,7 +257,8 @@ class Learner:
         return {name.removeprefix("lm."): tensor for name, tensor in full.items() if isinstance(tensor, torch.Tensor)}
 
     def save(self, folder: str | Path, tokenizer: Any = None) -> Path:
-        """Write model (HF folder), optimizer, step and RNG states to `folder`."""
+        """Write a checkpoint to `folder`: one rank writes an HF model folder plus optimizer, step and RNG
+        states; several ranks write their shards (`sharded_checkpoint`)."""
         out = Path(folder)
         if self.world_size > 1:
             return self._save_sharded(out, tokenizer)
@@ -267,19 +270,18 @@ class Learner:
         return out
 
     def _save_sharded(self, out: Path, tokenizer: Any) -> Path:
-        """Gather full model and optimizer states to rank 0 (a collective), which writes the same
-        files as one rank does."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+        """torch.distributed.checkpoint: every rank writes its own model and optimizer shards to
+        `out/SHARDED_DIR` (nothing gathered); rank 0 adds the model config, tokenizer, step and RNG."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
 
-        weights = self.weights()
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        optimizer = get_optimizer_state_dict(self.scorer, self.optimizer, options=options)
+        model_state, optimizer_state = get_state_dict(self.scorer, self.optimizer)
+        dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=out / SHARDED_DIR)
         if self.rank == 0:
-            out.mkdir(parents=True, exist_ok=True)
-            self.model.save_pretrained(out, state_dict=weights)
+            self.model.config.save_pretrained(out)
             if tokenizer is not None:
                 tokenizer.save_pretrained(out)
-            self._save_state(out, optimizer)
+            self._save_state(out, None)
         torch.distributed.barrier()
         return out
 
@@ -293,18 +295,35 @@ class Learner:
         torch.save(state, out / STATE_FILE)
 
     def load(self, folder: str | Path) -> None:
-        """Restore optimizer, step and RNG states saved by `save` (the model is loaded by the caller)."""
-        state = torch.load(Path(folder) / STATE_FILE, weights_only=False)
-        if self.world_size > 1:
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-            options = StateDictOptions(full_state_dict=True)
-            set_optimizer_state_dict(self.scorer, self.optimizer, state["optimizer"], options=options)
+        """Restore what `save` wrote into this learner (one rank: the caller loaded the HF weights;
+        sharded: each rank reads its model and optimizer shards, any rank count that saved them)."""
+        folder = Path(folder)
+        state = torch.load(folder / STATE_FILE, weights_only=False)
+        if sharded_checkpoint(folder):
+            if self.world_size == 1:
+                raise ValueError(f"{folder} is a sharded checkpoint: resume it with placement.learner_gpus > 1")
+            self._load_sharded(folder)
+        elif self.world_size > 1:
+            raise ValueError(f"{folder} is a one-rank checkpoint: resume it with one learner rank")
         else:
             self.optimizer.load_state_dict(state["optimizer"])
         self.global_step = int(state["global_step"])
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
+
+    def _load_sharded(self, folder: Path) -> None:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        model_state, optimizer_state = get_state_dict(self.scorer, self.optimizer)
+        # dcp.load fills these dicts in place, each rank its own shards
+        dcp.load({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=folder / SHARDED_DIR)
+        set_state_dict(self.scorer, self.optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state)
+
+
+def sharded_checkpoint(folder: str | Path) -> bool:
+    """Whether `folder` holds a multi-rank (DCP) checkpoint rather than an HF model folder."""
+    return (Path(folder) / SHARDED_DIR).is_dir()
 
 
 def apply_weights(model: Any, weights: Mapping[str, torch.Tensor]) -> None:

@@ -1,7 +1,9 @@
-"""Start an envhub server as a child process on a free loopback port (`env.targets: [local]`).
+"""Start an envhub server as a child process on a free port (`env.targets: [local]`).
 
 `LocalServer("alfworld")` runs `python -m trainer.rollout.local_server --env alfworld`, which
-binds port 0, prints `ENVHUB_PORT <n>` once serving, and drains on SIGTERM.
+binds port 0 on `host` (loopback by default), prints `ENVHUB_PORT <n>` once serving, and drains on
+SIGTERM. For actors on other nodes, bind every interface and advertise this node's routable address
+(`host="0.0.0.0", advertise=<node ip>`, what `env.local_host` does on a Ray cluster).
 
 Local servers are for tiny models and CI, so they serve ALFWorld's named "small" rooms
 (`LOCAL_SETTINGS`); `envhub serve --env alfworld` serves whole rooms, as ALFWorld's own games.
@@ -36,8 +38,12 @@ class LocalServer:
         workers: int = 1,
         start_timeout_s: float = 180.0,
         settings: Mapping[str, str] | None = None,
+        host: str = "localhost",
+        advertise: str | None = None,
     ) -> None:
         self.environment = environment
+        self.advertise = advertise or host
+        """The host others reach the server at (`address`); `host` is what it binds."""
         chosen = LOCAL_SETTINGS.get(environment, {}) if settings is None else settings
         command = [
             sys.executable,
@@ -47,6 +53,8 @@ class LocalServer:
             environment,
             "--workers",
             str(workers),
+            "--host",
+            host,
         ]
         command += [item for key, value in chosen.items() for item in ("--set", f"{key}={value}")]
         self.process = subprocess.Popen(
@@ -58,7 +66,8 @@ class LocalServer:
 
     @property
     def address(self) -> str:
-        return f"localhost:{self.port}"
+        """ "host:port" to connect to (the advertised host)."""
+        return f"{self.advertise}:{self.port}"
 
     def _wait_ready(self, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s
@@ -96,12 +105,13 @@ class LocalServer:
         self.stop()
 
 
-async def _serve(environment: str, workers: int, settings: dict[str, str]) -> None:
+async def _serve(environment: str, workers: int, settings: dict[str, str], host: str) -> None:
     from envhub.server import ServerConfig, create_server
 
     config = ServerConfig(
         environments=(environment,),
         environment_config={environment: settings} if settings else {},
+        host=host,
         port=0,
         workers=workers,
         max_sessions=1024,
@@ -125,10 +135,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--env", required=True)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--host", default="localhost", help='address to bind ("0.0.0.0": every interface)')
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an environment setting")
     args = parser.parse_args()
     settings = dict(item.split("=", 1) for item in args.set)
-    asyncio.run(_serve(args.env, args.workers, settings))
+    asyncio.run(_serve(args.env, args.workers, settings, args.host))
 
 
 if __name__ == "__main__":

@@ -139,13 +139,15 @@ def make_executor(config: TrainerConfig) -> Executor:
 
 
 def init_ray(config: TrainerConfig) -> None:
-    """Connect to `ray.address`, or start a local Ray (auth off, object store capped)."""
+    """Connect to `ray.address`, or start a local Ray (auth off, object store capped); `ray.runtime_env`
+    applies to every actor (the job's default runtime environment)."""
     import ray
 
     if ray.is_initialized():
         return
+    runtime_env = dict(config.ray.runtime_env) or None
     if config.ray.address:
-        ray.init(address=config.ray.address)
+        ray.init(address=config.ray.address, runtime_env=runtime_env)
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ray.init(
@@ -153,4 +155,5 @@ def init_ray(config: TrainerConfig) -> None:
         object_store_memory=config.ray.object_store_mb * 1024 * 1024,
         include_dashboard=False,
         log_to_driver=False,
+        runtime_env=runtime_env,
     )

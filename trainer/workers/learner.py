@@ -11,7 +11,7 @@ import torch
 
 from trainer.backends.weight_transfer import ENGINE_DTYPE, NcclSender, WeightExport
 from trainer.config import TrainerConfig
-from trainer.learner import STATE_FILE, Learner
+from trainer.learner import STATE_FILE, Learner, sharded_checkpoint
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.pbr import PbrConfig
 from trainer.workers.factory import resolve_device
@@ -64,7 +64,9 @@ class LearnerWorker:
         if rendezvous is not None and rendezvous.world_size > 1:
             join_process_group(rendezvous, device)
         self.tokenizer = load_tokenizer(config.models.student)
-        model = load_model(resume_from or config.models.student, device=device)
+        # A sharded checkpoint holds no HF weights: build the student, then each rank reads its shards.
+        start = resume_from if resume_from and not sharded_checkpoint(resume_from) else config.models.student
+        model = load_model(start, device=device)
         recompute = config.optim.recompute(config.backend.kind)
         pbr = PbrConfig(config.pbr.weight, config.pbr.cap) if config.pbr.rules else None
         self.learner = Learner(

@@ -1,7 +1,11 @@
-"""One rank of the 2-rank learner check (run as a script by test_learner_dist.py, one process per rank).
+"""One rank of the multi-rank learner checks (run as a script by test_learner_dist.py, one process per rank).
 
-argv: rank world_size init_file model_dir out_file. Builds the shared batch, runs one backward
-pass through `Learner` (FSDP2 when world_size > 1) and saves rank 0's metrics and full gradients.
+argv: rank world_size init_file model_dir out_file [scenario [checkpoint]]. Builds the shared batch and
+the `Learner` (FSDP2 when world_size > 1), then, by scenario:
+* `grads` (default): one backward pass; rank 0 saves the metrics, full gradients and weights;
+* `steps`: two updates; rank 0 saves the second update's metrics and the weights after it;
+* `save`: one update, then `save(checkpoint)`;
+* `resume`: `load(checkpoint)`, one update; rank 0 saves its metrics and the weights after it.
 """
 
 from __future__ import annotations
@@ -34,25 +38,44 @@ def batch_and_learner(model_dir: str) -> tuple[object, object]:
 
 def main() -> None:
     rank, world_size, init_file, model_dir, out_file = sys.argv[1:6]
+    scenario = sys.argv[6] if len(sys.argv) > 6 else "grads"
     if int(world_size) > 1:
         torch.distributed.init_process_group(
             "gloo", init_method=f"file://{init_file}", rank=int(rank), world_size=int(world_size)
         )
-    from trainer.learner import batch_loss_weights
-
     batch, learner = batch_and_learner(model_dir)
-    advantages, _ = learner.spec.compute(batch, learner.hyperparameters, step=0)  # type: ignore[attr-defined]
-    weights = batch_loss_weights(batch, learner.reduction)  # type: ignore[attr-defined]
-    metrics = learner._accumulate(batch, advantages, weights)  # type: ignore[attr-defined]
-    grads = {}
-    for name, param in learner.model.named_parameters():  # type: ignore[attr-defined]
-        grad = param.grad
-        grads[name] = grad.full_tensor() if hasattr(grad, "full_tensor") else grad
-    weights = learner.weights()  # type: ignore[attr-defined]  # a collective: every rank calls it
+    result = grads(batch, learner) if scenario == "grads" else updates(batch, learner, scenario, sys.argv[7:])
+    result["weights"] = learner.weights()  # type: ignore[attr-defined]  # a collective: every rank calls it
     if int(rank) == 0:
-        torch.save({"metrics": metrics, "grads": grads, "weights": weights}, out_file)
+        torch.save(result, out_file)
     if int(world_size) > 1:
         torch.distributed.destroy_process_group()
+
+
+def grads(batch: object, learner: object) -> dict[str, object]:
+    """Metrics and full gradients of one backward pass."""
+    from trainer.learner import batch_loss_weights
+
+    advantages, _ = learner.spec.compute(batch, learner.hyperparameters, step=0)  # type: ignore[attr-defined]
+    weights = batch_loss_weights(batch, learner.reduction)  # type: ignore[arg-type, attr-defined]
+    metrics = learner._accumulate(batch, advantages, weights)  # type: ignore[attr-defined]
+    full = {}
+    for name, param in learner.model.named_parameters():  # type: ignore[attr-defined]
+        grad = param.grad
+        full[name] = grad.full_tensor() if hasattr(grad, "full_tensor") else grad
+    return {"metrics": metrics, "grads": full}
+
+
+def updates(batch: object, learner: object, scenario: str, checkpoint: list[str]) -> dict[str, object]:
+    """The `steps`, `save` and `resume` scenarios: the metrics of the last update."""
+    if scenario == "resume":
+        learner.load(checkpoint[0])  # type: ignore[attr-defined]
+    metrics = learner.step(batch)  # type: ignore[attr-defined]
+    if scenario == "steps":
+        metrics = learner.step(batch)  # type: ignore[attr-defined]
+    if scenario == "save":
+        learner.save(checkpoint[0])  # type: ignore[attr-defined]
+    return {"metrics": metrics, "step": learner.global_step}  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":
