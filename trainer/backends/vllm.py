@@ -52,6 +52,7 @@ class VLLMBackend:
         weight_transfer: str | None = None,
         sleep_mode: bool = False,
         tensor_parallel_size: int = 1,
+        bucket_bytes: int = DEFAULT_BUCKET_BYTES,
         **engine_kwargs: Any,
     ) -> None:
         vllm = _import_vllm()
@@ -66,10 +67,12 @@ class VLLMBackend:
             # Inside a Ray placement group vLLM would default to its `ray` executor and ask Ray for GPUs this
             # actor already holds; `mp` runs the TP workers on this actor's visible GPUs (config/parallel.py).
             engine_kwargs.setdefault("distributed_executor_backend", "mp")
+            # Never fork the workers: this process already holds gRPC channels (and maybe CUDA).
+            os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
         if weight_transfer is not None:
             engine_kwargs["weight_transfer_config"] = {"backend": weight_transfer}
         self._vllm = vllm
-        self.bucket_bytes = DEFAULT_BUCKET_BYTES
+        self.bucket_bytes = bucket_bytes
         self.stop = list(stop)
         self.dtype = getattr(torch, dtype)
         self.llm = vllm.LLM(

@@ -26,6 +26,11 @@ def sleeps(config: TrainerConfig) -> bool:
     return config.placement.mode == "colocated" and config.placement.sleep_level > 0
 
 
+def bucket_bytes(config: TrainerConfig) -> int:
+    """Most bytes of one weight-sync chunk (`backend.weight_bucket_mb`)."""
+    return int(config.backend.weight_bucket_mb * 1024 * 1024)
+
+
 def teacher_parallel_size(config: TrainerConfig) -> int:
     """The teacher engine's tensor-parallel size: its GPUs in split mode, else 1."""
     placed = config.placement.mode == "split" and config.placement.learner_gpus > 0
@@ -46,6 +51,7 @@ def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBacke
             weight_transfer=sync if sync in ("ipc", "nccl") else None,
             sleep_mode=sleeps(config),
             tensor_parallel_size=config.backend.tensor_parallel_size,
+            bucket_bytes=bucket_bytes(config),
         )
     return make_backend("hf", path, device=resolve_device(config.backend.device), stop=STOP_STRINGS)
 

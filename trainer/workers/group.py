@@ -16,7 +16,7 @@ from trainer.objectives.batch import TokenBatch
 from trainer.objectives.registry import get_objective
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
 from trainer.workers.executor import Executor, make_executor
-from trainer.workers.factory import sleeps
+from trainer.workers.factory import bucket_bytes, sleeps
 from trainer.workers.learner import LearnerWorker, Rendezvous, rendezvous_address
 from trainer.workers.placement import plan_placement
 from trainer.workers.rollout import RolloutWorker
@@ -57,7 +57,7 @@ class WorkerGroup:
             self.executor,
             self.learners,
             self.rollout_workers,
-            bucket_bytes=int(config.backend.weight_bucket_mb * 1024 * 1024),
+            bucket_bytes=bucket_bytes(config),
             engine_world_size=config.backend.tensor_parallel_size,
         )
         self.weight_sync.connect()

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import pickle
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -60,3 +64,58 @@ def test_vllm_update_weights(vllm_backend, tokenizer: PreTrainedTokenizerBase, p
     vllm_backend.update_weights(other.state_dict())
     for got, want in zip(vllm_backend.score(prompts, responses), reference.score(prompts, responses), strict=True):
         torch.testing.assert_close(torch.tensor(got), torch.tensor(want), atol=2e-3, rtol=0)
+
+
+_LEARNER = """
+import pickle, sys, time
+from pathlib import Path
+from trainer.backends.weight_transfer import ENGINE_DTYPE, WeightExport
+from trainer.models.loading import load_model
+
+folder, out, done = sys.argv[1:4]
+export = WeightExport(load_model(folder, device="cuda").state_dict(), ENGINE_DTYPE, 64 * 1024)
+Path(out + ".tmp").write_bytes(pickle.dumps([export.ipc_info(c) for c in range(len(export.chunks))]))
+Path(out + ".tmp").rename(out)
+while not Path(done).exists():  # the tensors must outlive the engine's finish_weight_update
+    time.sleep(0.1)
+export.release()
+"""
+
+
+def _wait_for(path: Path, learner: subprocess.Popen[bytes]) -> bytes:
+    while not path.exists():
+        assert learner.poll() is None, "the learner process died"
+        time.sleep(0.1)
+    return path.read_bytes()
+
+
+def test_vllm_sleeps_then_loads_weights_over_ipc(  # type: ignore[no-untyped-def]
+    folder: Path, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]], tmp_path: Path
+) -> None:
+    """Colocated order (sleep 2, wake weights, ipc update in chunks, wake kv cache) on one GPU, weights
+    exported by another process (a learner); then vLLM (bf16) scores like the new weights."""
+    other = make_tiny_model(tokenizer, seed=11)
+    other.save_pretrained(tmp_path / "other")
+    out, done = tmp_path / "infos.pkl", tmp_path / "done"
+    learner = subprocess.Popen([sys.executable, "-c", _LEARNER, str(tmp_path / "other"), str(out), str(done)])
+    try:
+        infos = pickle.loads(_wait_for(out, learner))  # our own child's file, not the wire
+        assert len(infos) > 1
+        engine = make_backend(
+            "vllm", folder, gpu_memory_utilization=0.2, enforce_eager=True, weight_transfer="ipc", sleep_mode=True
+        )
+        engine.init_weight_transfer({"packed": False})
+        engine.sleep(2)
+        engine.wake_up(["weights"])
+        engine.start_weight_update()
+        for info in infos:
+            engine.receive_weights(info)
+        engine.finish_weight_update()
+        engine.wake_up(["kv_cache"])
+    finally:
+        done.touch()
+        learner.wait(timeout=60)
+    reference = HFBackend(other, eos_token_ids=[], pad_token_id=tokenizer.pad_token_id)
+    responses = [[5, 6, 7]] * len(prompts)
+    for got, want in zip(engine.score(prompts, responses), reference.score(prompts, responses), strict=True):
+        torch.testing.assert_close(torch.tensor(got), torch.tensor(want), atol=5e-2, rtol=0)

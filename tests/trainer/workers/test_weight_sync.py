@@ -68,6 +68,13 @@ class _FakeLLM:
         self.active = False
         self.calls.append(("finish_weight_update", None))
 
+    def collective_rpc(self, method: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        """The in-process engine hands the arguments to the worker extension untouched."""
+        self.calls.append(("collective_rpc", method))
+        for name, tensor in args[0]:
+            self.loaded[name] = tensor.clone()
+        return [len(args[0])]
+
     def reset_prefix_cache(self) -> None:
         self.calls.append(("reset_prefix_cache", None))
 
@@ -209,6 +216,28 @@ def test_ipc_sync_follows_vllm_weight_transfer_order_and_wakes_colocated_engines
             "wake_up",
         ]
         assert llm.calls[0][1] == ["weights"] and llm.calls[-1][1] == ["kv_cache"]
+        expected = _engine_weights(tiny_models.student)
+        assert llm.loaded.keys() == expected.keys()
+        for name, tensor in expected.items():
+            assert torch.equal(llm.loaded[name], tensor), name
+    finally:
+        group.close()
+
+
+def test_inproc_sync_hands_bf16_buckets_to_the_engine_in_this_process(
+    tiny_models: TinyModels, alfworld_server: str, fake_vllm: None
+) -> None:
+    config = _config(tiny_models, alfworld_server, backend={"kind": "vllm", "device": "cpu", "weight_bucket_mb": 0.05})
+    assert config.weight_sync() == "inproc"  # what `make gpu-smoke` runs first (Ray off)
+    group = WorkerGroup(config, [alfworld_server])
+    try:
+        llm = group.rollout_workers[0].backend.llm
+        assert "weight_transfer_config" not in llm.kwargs and llm.calls == []
+        group.sync_weights()
+        names = [name for name, _ in llm.calls]
+        buckets = names.count("collective_rpc")
+        assert buckets > 1
+        assert names == ["wake_up", *["collective_rpc"] * buckets, "reset_prefix_cache", "wake_up"]
         expected = _engine_weights(tiny_models.student)
         assert llm.loaded.keys() == expected.keys()
         for name, tensor in expected.items():
