@@ -9,6 +9,7 @@ rebuild in-process). The hf test drives the real driver step with a real ALFWorl
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 import types
@@ -29,6 +30,7 @@ from trainer.workers import WorkerGroup
 from trainer.workers.executor import LocalExecutor
 from trainer.workers.learner import LearnerWorker
 from trainer.workers.rollout import RolloutWorker
+from trainer.workers.teacher import TeacherWorker
 from trainer.workers.weight_sync import WeightSync
 
 
@@ -288,6 +290,27 @@ def test_nccl_sync_announces_each_chunk_that_the_learner_broadcasts(
         for (name, dtype_name, shape), sent in zip(announced, _BROADCASTS, strict=True):
             assert sent.dtype == getattr(torch, dtype_name) and list(sent.shape) == shape
             assert torch.equal(sent, expected[name]), name
+
+
+def test_tensor_parallel_engines_run_their_workers_with_mp_spawned(
+    tiny_models: TinyModels, monkeypatch: pytest.MonkeyPatch, fake_vllm: None
+) -> None:
+    monkeypatch.delenv("VLLM_WORKER_MULTIPROC_METHOD", raising=False)
+    placement = {"mode": "split", "learner_gpus": 1, "rollout_gpus": 2, "teacher_gpus": 4}
+    config = _config(
+        tiny_models,
+        "h:1",
+        objective={"name": "atod"},
+        backend={"kind": "vllm", "device": "cpu", "tensor_parallel_size": 2},
+        ray={"enabled": True},
+        placement=placement,
+    )
+    engine = RolloutWorker(config, "h:1").backend.llm
+    assert (engine.kwargs["tensor_parallel_size"], engine.kwargs["distributed_executor_backend"]) == (2, "mp")
+    assert engine.kwargs["weight_transfer_config"] == {"backend": "nccl"} and not engine.kwargs["enable_sleep_mode"]
+    assert os.environ["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    teacher = TeacherWorker(config).backend.llm
+    assert (teacher.kwargs["tensor_parallel_size"], teacher.kwargs["distributed_executor_backend"]) == (4, "mp")
 
 
 def test_colocated_driver_step_sleeps_engines_through_the_update(tiny_models: TinyModels, alfworld_server: str) -> None:
