@@ -97,7 +97,7 @@ class ScienceWorldEnvironment(Environment):
 
     def admissible_actions(self) -> list[str]:
         self._require_loaded()
-        return [str(action) for action in self._simulator.getValidActionObjectCombinations()]
+        return self._jvm.strings(self._simulator.getValidActionObjectCombinations())
 
     def expert_actions(self) -> list[str]:
         """The rest of the gold path while the episode has followed it exactly, else []."""

@@ -101,6 +101,17 @@ class Jvm:
         if self._gateway is not None:
             self._gateway.detach(java_object)
 
+    def strings(self, java_list: Any) -> list[str]:
+        """The strings of a Java `List<String>` in three py4j round trips (iterating costs one per item).
+
+        The JVM joins them with newlines; if an item holds a newline itself, they are read one by one.
+        """
+        size = int(java_list.size())
+        if size == 0:
+            return []
+        items = str(self.gateway.jvm.java.lang.String.join("\n", java_list)).split("\n")
+        return items if len(items) == size else [str(item) for item in java_list]
+
     def seed(self, value: int) -> None:
         """Re-seed Scala's global `scala.util.Random`."""
         self.gateway  # noqa: B018 - starts the JVM when needed

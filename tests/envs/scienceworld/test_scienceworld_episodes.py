@@ -62,7 +62,19 @@ def test_off_path_expert_is_empty_and_admissible_actions_are_listed(
     assert session.expert_actions() == []
     admissible = session.admissible_actions()
     assert "look around" in admissible and "go to kitchen" in admissible
+    one_by_one = [str(action) for action in session.env._simulator.getValidActionObjectCombinations()]  # type: ignore[attr-defined]
+    assert admissible == one_by_one  # read joined in one call: same strings, same order
     session.close()
+
+
+def test_java_strings_are_read_whole_even_with_newlines_inside(kind: ScienceWorldKind) -> None:
+    jvm = kind._jvm
+    assert jvm.strings(jvm.gateway.jvm.java.util.ArrayList()) == []
+    for items in (["a"], ["", "b c", ""], ["two\nlines", "x"]):
+        java_list = jvm.gateway.jvm.java.util.ArrayList()
+        for item in items:
+            java_list.add(item)
+        assert jvm.strings(java_list) == items
 
 
 def test_step_limit_truncates(kind: ScienceWorldKind) -> None:
