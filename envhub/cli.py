@@ -83,10 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument(
         "--profile",
-        choices=("serving", "rollout"),
+        choices=("serving", "rollout", "latency"),
         default="serving",
         help="serving: latency, throughput, restore, memory; rollout: N sessions stepping once per turn "
-        "through step_many, against the in-process ideal (docs/results/envhub-bench-rollout-<env>.md)",
+        "through step_many, against the in-process ideal (docs/results/envhub-bench-rollout-<env>.md); "
+        "latency: step p50/p99/max of concurrent clients while others create sessions "
+        "(docs/results/envhub-bench-latency-<env>.md)",
     )
     bench.add_argument(
         "--sessions",
@@ -96,7 +98,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--turns", type=int, default=5, help="rollout: turns")
     bench.add_argument("--group-size", type=int, default=8, help="rollout: sessions per task (G)")
-    bench.add_argument("--workers", type=int, default=2, help="rollout: server worker processes")
+    bench.add_argument("--workers", type=int, default=2, help="rollout, latency: server worker processes")
+    bench.add_argument("--clients", type=int, default=32, help="latency: clients stepping concurrently")
+    bench.add_argument("--churners", type=int, default=4, help="latency: clients creating sessions meanwhile")
+    bench.add_argument("--phase-s", type=float, default=10.0, help="latency: seconds per quiet or churn phase")
     bench.add_argument("--steps", type=int, default=200, help="steps per latency measurement")
     searchqa_cli.add_parser(sub)
     return parser
@@ -176,6 +181,13 @@ def _bench(args: argparse.Namespace) -> int:
 
         run_rollout_bench(
             RolloutBenchSettings(args.env, args.out, args.sessions, args.group_size, args.turns, args.workers)
+        )
+        return 0
+    if args.profile == "latency":
+        from envhub.bench.latency import LatencyBenchSettings, run_latency_bench
+
+        run_latency_bench(
+            LatencyBenchSettings(args.env, args.out, args.clients, args.churners, args.phase_s, workers=args.workers)
         )
         return 0
     from envhub.bench.run import BenchSettings, run_bench
