@@ -32,14 +32,13 @@ import torch
 
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.learner_dist import LogprobModel, all_reduce_max, all_reduce_sum, rank_rows, shard, world
+from trainer.models.loading import SHARDED_DIR
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.loss import loss_weights, ppo_actor_loss, reduction_unit_ids
 from trainer.objectives.pbr import PBR_CONSTRAINTS, PBR_EVENT_PROB, PBR_LOSS, ConstraintBatch, PbrConfig, pbr_loss
 from trainer.objectives.registry import build_config, get_objective
 
 STATE_FILE = "trainer_state.pt"
-SHARDED_DIR = "sharded"
-"""A multi-rank checkpoint's torch.distributed.checkpoint folder (model and optimizer shards)."""
 
 
 def token_logprobs(
@@ -258,7 +257,7 @@ class Learner:
 
     def save(self, folder: str | Path, tokenizer: Any = None) -> Path:
         """Write a checkpoint to `folder`: one rank writes an HF model folder plus optimizer, step and RNG
-        states; several ranks write their shards (`sharded_checkpoint`)."""
+        states; several ranks write their shards (`sharded_checkpoint`; `load_model` assembles them)."""
         out = Path(folder)
         if self.world_size > 1:
             return self._save_sharded(out, tokenizer)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 _MISMATCH_SAMPLE = 5
+
+SHARDED_DIR = "sharded"
+"""A multi-rank checkpoint's torch.distributed.checkpoint folder: the learner's model shards (keys with
+`SHARDED_PREFIX`, the learner's wrapper) and optimizer shards, beside config.json and the tokenizer."""
+SHARDED_PREFIX = "lm."
 
 
 def _local_folder(path: str | Path) -> Path:
@@ -32,12 +38,30 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
 def load_model(
     path: str | Path, *, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
 ) -> PreTrainedModel:
-    """A causal LM from a local folder, on `device` in `dtype`, in eval mode."""
-    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
-        _local_folder(path), local_files_only=True, dtype=dtype
-    )
+    """A causal LM from a local folder (an HF model folder, or a sharded multi-rank checkpoint assembled
+    here), on `device` in `dtype`, in eval mode."""
+    folder = _local_folder(path)
+    if (folder / SHARDED_DIR).is_dir():
+        model = _from_shards(folder, dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
     torch.nn.Module.to(model, device)
     model.eval()
+    return model
+
+
+def _from_shards(folder: Path, dtype: torch.dtype) -> PreTrainedModel:
+    """The whole model of a sharded checkpoint, read by this one process (no process group)."""
+    import torch.distributed.checkpoint as dcp
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    model: PreTrainedModel = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    state = {SHARDED_PREFIX + name: tensor for name, tensor in model.state_dict().items()}
+    with warnings.catch_warnings():  # "torch.distributed is ... uninitialized, assuming ... a single process"
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.load({"model": state}, checkpoint_id=folder / SHARDED_DIR, no_dist=True)
+    model.load_state_dict({name.removeprefix(SHARDED_PREFIX): tensor for name, tensor in state.items()})
     return model
 
 

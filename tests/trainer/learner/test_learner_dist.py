@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.learner import SHARDED_DIR, STATE_FILE, token_logprobs
+from trainer.learner import STATE_FILE, token_logprobs
 from trainer.learner_dist import LogprobModel, rank_rows
-from trainer.models.loading import load_model
+from trainer.models.loading import SHARDED_DIR, load_model
 from trainer.models.tiny import TinyModels
 
 WORKER = Path(__file__).with_name("two_rank_worker.py")
@@ -86,6 +86,11 @@ def test_two_rank_sharded_checkpoint_resumes_to_the_uninterrupted_run(tiny_model
     for name, value in straight["metrics"].items():
         if name != "learner/step_s":
             assert resumed["metrics"][name] == pytest.approx(value, rel=1e-6, abs=1e-9), name
+    # one process assembles the shards into the whole model (what `trainer eval --policy` loads)
+    assembled = load_model(checkpoint).state_dict()
+    assert assembled.keys() == saved["weights"].keys()
+    for name, tensor in saved["weights"].items():
+        assert torch.equal(assembled[name], tensor), name
     moved = [n for n, t in straight["weights"].items() if not torch.equal(t, saved["weights"][n])]
     assert moved  # the second update changed the weights, so equality below is not trivial
     for name, tensor in straight["weights"].items():
