@@ -421,6 +421,17 @@ class TrainerConfig(_Section):
                 "backend.weight_sync nccl broadcasts from the learner to engines on other GPUs: it needs "
                 "ray.enabled and placement.mode split (use ipc when colocated)"
             )
+        if backend.kind == "vllm" and placement.mode == "colocated" and placement.sleep_level and not self.ray.enabled:
+            from trainer.objectives.registry import get_objective
+
+            per_target = max(1, self.ray.num_rollout_workers // max(len(self.env.targets), 1))
+            engines = per_target * len(self.env.targets) + int(get_objective(self.objective.name).needs_teacher)
+            if engines > 1:
+                raise ValueError(
+                    f"with Ray off, {engines} vLLM engines (rollout workers and teacher) share this process, and "
+                    "vLLM's sleep mode frees memory process-wide (one allocator per process), so one engine's sleep "
+                    "would discard the others' weights: set placement.sleep_level to 0, or ray.enabled to true"
+                )
         if backend.tensor_parallel_size > 1:
             if backend.kind != "vllm" or placement.mode != "split":
                 raise ValueError("backend.tensor_parallel_size > 1 needs backend.kind vllm and placement.mode split")

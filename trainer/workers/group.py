@@ -43,7 +43,7 @@ class WorkerGroup:
         needs_teacher = get_objective(config.objective.name).needs_teacher
         plan = plan_placement(config.placement, len(rollout_targets), needs_teacher)
         self.executor.reserve(plan.bundles)
-        spawn = self.executor.spawn
+        spawn = self._spawn_engine
         self.rollout_workers: list[Any] = [
             spawn(RolloutWorker, config, t, slot=slot) for t, slot in zip(rollout_targets, plan.rollout, strict=True)
         ]
@@ -63,6 +63,15 @@ class WorkerGroup:
         self.weight_sync.connect()
         if resume_from:
             self.sync_weights()
+
+    def _spawn_engine(self, cls: type, *args: Any, slot: Any) -> Any:
+        """A worker holding a generation engine. vLLM engines start one at a time, before the learners:
+        each measures the GPU's free memory while it starts and fails if another process allocates or
+        frees meanwhile (GPU-FACTS section 7)."""
+        worker = self.executor.spawn(cls, *args, slot=slot)
+        if self.config.backend.kind == "vllm":
+            self.executor.call(worker, "ready")
+        return worker
 
     def _spawn_learners(self, slots: Sequence[Any], resume_from: str | None) -> list[Any]:
         """One learner per slot; more than one form a process group (FSDP2) met at rank 0's node."""

@@ -32,6 +32,10 @@ class RolloutWorker:
         self.rollout = make_strategy(config.rollout.strategy, parts)
         self.rules = make_rules(config.pbr.rules, self.tokenizer)
 
+    def ready(self) -> bool:
+        """Answers once the worker (and its engine) is built."""
+        return True
+
     def run(
         self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
     ) -> tuple[list[Trajectory], RolloutStats]:

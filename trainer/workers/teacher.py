@@ -32,6 +32,10 @@ class TeacherWorker:
                 config.models.teacher, device=resolve_device(config.backend.device)
             )
 
+    def ready(self) -> bool:
+        """Answers once the worker (and its engine) is built."""
+        return True
+
     def sleep(self) -> None:
         """Colocated mode: offload the frozen weights to CPU and free the KV cache (vLLM level 1)."""
         self.backend.sleep(1)

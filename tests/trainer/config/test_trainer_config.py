@@ -94,9 +94,10 @@ def test_gpu_smoke_config_is_two_atod_steps_on_vllm_with_the_made_models() -> No
     config = load_config("gpu-smoke.yaml")
     assert (config.steps, config.objective.name, config.backend.kind) == (2, "atod", "vllm")
     assert config.models.student == "runs/models/student" and config.env.targets == ["local"]
-    assert (config.weight_sync(), config.placement.mode, config.placement.sleep_level) == ("inproc", "colocated", 2)
+    assert (config.weight_sync(), config.placement.mode, config.placement.sleep_level) == ("inproc", "colocated", 0)
     # the Makefile's second run: Ray, one colocated GPU, vLLM's weight-transfer API over CUDA IPC
     makefile = (Path(__file__).parents[3] / "Makefile").read_text()
     line = next(x for x in makefile.splitlines() if x.startswith("GPU_SMOKE_RAY"))
     ray_run = load_config("gpu-smoke.yaml", line.split("--set ")[1:])
     assert (ray_run.weight_sync(), ray_run.ray.enabled, ray_run.placement.learner_gpus) == ("ipc", True, 1)
+    assert ray_run.placement.sleep_level == 2

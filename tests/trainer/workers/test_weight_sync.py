@@ -157,6 +157,9 @@ def test_weight_sync_modes_resolve_and_validate(tiny_models: TinyModels) -> None
         ({"backend": {**vllm, "weight_sync": "nccl"}, "placement": split}, "ray.enabled"),
         ({"backend": {**vllm, "weight_sync": "inproc"}, "ray": ray}, "ray.enabled false"),
         ({"backend": {**vllm, "tensor_parallel_size": 2}, "ray": ray}, "placement.mode split"),
+        # one process, student and teacher engines: vLLM's sleep allocator is process-wide
+        ({"backend": vllm, "objective": {"name": "atod"}}, "sleep_level to 0"),
+        ({"backend": vllm, "ray": {"num_rollout_workers": 2}}, "sleep_level to 0"),
         (
             {
                 "backend": {**vllm, "tensor_parallel_size": 2},
