@@ -32,7 +32,7 @@ identity hash codes. The simulator keeps objects in hash sets keyed by identity 
 HotSpot's default identity hash depends on which thread hashed what before, so iteration
 order (world layout, ambiguity resolution, gold paths) changes from run to run. With
 `hashCode=2` every identity hash is 1 and that order is the insertion order. The heap cap
-(`-Xmx`) is added by `heap_options` from the number of simulators the JVM may hold."""
+(`-Xms` = `-Xmx`) is added by `heap_options` from the number of simulators the JVM may hold."""
 
 DEFAULT_SIMULATORS = 128
 """Simulators one JVM holds by default (the kind's `sessions_per_worker`): 256 sessions on 2 workers."""
@@ -44,10 +44,17 @@ at 8-128 simulators of mixed tasks, 0.1 MB more per 100 steps), so the collector
 
 
 def heap_options(java_opts: Sequence[str], simulators: int) -> tuple[str, ...]:
-    """`java_opts` with a heap cap sized for `simulators` loaded simulators, unless they set `-Xmx`."""
+    """`java_opts` with a fixed heap (`-Xms` = `-Xmx`) sized for `simulators` loaded simulators,
+    unless they set `-Xmx`.
+
+    A fixed heap: a heap that starts small grows through full collections (0.6-0.75 s pauses
+    under load) while sessions are created; with the heap fixed, a run of 32 steppers and 4
+    clients creating sessions spent 6-7 s in GC pauses instead of 12-18 s.
+    """
     if any(opt.startswith("-Xmx") for opt in java_opts):
         return tuple(java_opts)
-    return (f"-Xmx{BASE_HEAP_MB + simulators * HEAP_PER_SIMULATOR_MB}m", *java_opts)
+    heap = f"{BASE_HEAP_MB + simulators * HEAP_PER_SIMULATOR_MB}m"
+    return (f"-Xms{heap}", f"-Xmx{heap}", *java_opts)
 
 
 def step_seed(seed: int, step: int) -> int:

@@ -49,8 +49,8 @@ def test_cap_refuses_create_fork_and_restore_and_frees_on_close() -> None:
 
 
 def test_heap_is_sized_from_the_cap_unless_given() -> None:
-    sized = f"-Xmx{BASE_HEAP_MB + 10 * HEAP_PER_SIMULATOR_MB}m"
-    assert heap_options(["-XX:+UseSerialGC"], 10) == (sized, "-XX:+UseSerialGC")
+    sized = f"{BASE_HEAP_MB + 10 * HEAP_PER_SIMULATOR_MB}m"
+    assert heap_options(["-XX:+UseSerialGC"], 10) == (f"-Xms{sized}", f"-Xmx{sized}", "-XX:+UseSerialGC")
     assert heap_options(["-Xmx3g"], 10) == ("-Xmx3g",)
     config = ScienceWorldKind.from_config({"sessions_per_worker": "4"}).config()
     assert config["sessions_per_worker"] == "4"
