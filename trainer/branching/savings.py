@@ -6,13 +6,16 @@ For the same tasks (same env seeds) it plays (a) BranchOPD: one main trajectory 
 continuations from each of its forks, and (b) independent rollouts: G = 1 + B*k trajectories per
 task. It reports the student tokens of (a), the paper's estimate of (b) (each task's main
 trajectory tokens times its trajectory count, as the paper computes 19.1% / 31.2%) and the tokens (b)
-actually generated, with their savings; results go to `<out>/branchopd-savings-<env>.{json,md}`.
+actually generated, with their savings; results go to `<out>/branchopd-savings-<env>[-<label>].{json,md}`
+(`--label warm` for a second student's report beside the first).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -78,7 +81,7 @@ def summarise(
     main_tokens = sum(r["main/generated_tokens"] for r in records)
 
     def mean(key: str) -> float | None:
-        values = [r[key] for r in records if r.get(key) == r.get(key)]  # NaN-free
+        values = [v for r in records if (v := r.get(key)) is not None and v == v]  # logged and not NaN
         return sum(values) / len(values) if values else None
 
     return {
@@ -104,11 +107,11 @@ def summarise(
     }
 
 
-def write(result: dict[str, Any], out: str | Path) -> Path:
-    """`branchopd-savings-<env>.json` and `.md` under `out`; the markdown path."""
+def write(result: dict[str, Any], out: str | Path, label: str = "") -> Path:
+    """`branchopd-savings-<env>[-<label>].json` and `.md` under `out`; the markdown path."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / f"branchopd-savings-{result['environment']}"
+    stem = folder / "-".join(["branchopd-savings", result["environment"], *([label] if label else [])])
     stem.with_suffix(".json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
 
     def pct(value: float | None) -> str:
@@ -124,6 +127,7 @@ def write(result: dict[str, Any], out: str | Path) -> Path:
         f"main trajectory, independent baseline G = {result['independent_group_size']} per task "
         "(`python -m trainer.branching.savings`).",
         "",
+        *([f"    {result['command']}", ""] if result.get("command") else []),
         "| quantity | value |",
         "|---|---|",
         f"| student tokens per task, main trajectory | {result['main_tokens_per_task']:.1f} |",
@@ -151,9 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--out", default="docs/results")
+    parser.add_argument("--label", default="", help="suffix of the report's file name (e.g. warm)")
     args = parser.parse_args(argv)
     result = measure(load_config(args.config, args.set), args.steps)
-    print(write(result, args.out).read_text())
+    result["command"] = shlex.join(["python", "-m", "trainer.branching.savings", *(argv or sys.argv[1:])])
+    print(write(result, args.out, args.label).read_text())
     return 0
 
 

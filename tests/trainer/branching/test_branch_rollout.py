@@ -1,10 +1,12 @@
-"""BranchRollout against a real envhub ALFWorld server on loopback: forks, prefixes, masks, diagnostics,
-and the statistical proof that continuations from a restored fork are distributed like uninterrupted play."""
+"""BranchRollout against real envhub servers on loopback (ALFWorld; WebShop for forks, prefixes and masks):
+forks, prefixes, masks, diagnostics, and the statistical proof that continuations from a restored fork are
+distributed like uninterrupted play."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -24,27 +26,58 @@ from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
 from trainer.rollout import ClientEnvPort, GroupRollout, RolloutSettings, SamplingSettings, Trajectory
 from trainer.rollout.group import Episode, RolloutStats
+from trainer.rollout.local_server import LocalServer
 from trainer.workers import STOP_STRINGS
 
 
 @pytest.fixture(scope="module")
-def port(alfworld_server: str) -> Iterator[ClientEnvPort]:
-    client = EnvhubClient(alfworld_server)
-    yield ClientEnvPort(client, "alfworld")
+def webshop_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real envhub WebShop server; its search index is built under a temporary cache."""
+    before = os.environ.get("ENVHUB_CACHE")
+    os.environ["ENVHUB_CACHE"] = str(tmp_path_factory.mktemp("webshop-cache"))
+    try:
+        with LocalServer("webshop") as server:
+            yield server.address
+    finally:
+        if before is None:
+            del os.environ["ENVHUB_CACHE"]
+        else:
+            os.environ["ENVHUB_CACHE"] = before
+
+
+def _port(address: str, env: str) -> Iterator[ClientEnvPort]:
+    client = EnvhubClient(address)
+    yield ClientEnvPort(client, env)
     client.close()
 
 
+@pytest.fixture(scope="module")
+def port(alfworld_server: str) -> Iterator[ClientEnvPort]:
+    yield from _port(alfworld_server, "alfworld")
+
+
+@pytest.fixture(scope="module", params=["alfworld", "webshop"])
+def any_port(request: pytest.FixtureRequest) -> Iterator[ClientEnvPort]:
+    """The ALFWorld port, then a WebShop one: the branch mechanics on both natively snapshotting servers."""
+    if request.param == "alfworld":
+        yield request.getfixturevalue("port")
+    else:
+        yield from _port(request.getfixturevalue("webshop_server"), "webshop")
+
+
 def _group(port: ClientEnvPort, backend: object, tokenizer: object, max_turns: int = 4) -> GroupRollout:
-    renderer = PromptRenderer("alfworld", style="compact", history_length=1)
+    renderer = PromptRenderer(port.environment, style="compact", history_length=1)
     settings = RolloutSettings(group_size=1, max_turns=max_turns, snapshots=True, max_prompt_tokens=384)
     return GroupRollout(port, backend, tokenizer, renderer, settings)  # type: ignore[arg-type]
 
 
-def test_branches_continue_the_main_prefix_from_the_restored_turn(port: ClientEnvPort, tiny_models: TinyModels) -> None:
+def test_branches_continue_the_main_prefix_from_the_restored_turn(
+    any_port: ClientEnvPort, tiny_models: TinyModels
+) -> None:
     tok = load_tokenizer(tiny_models.student)
     student = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
     teacher = HFBackend.from_pretrained(tiny_models.teacher)
-    group = _group(port, student, tok)
+    group = _group(any_port, student, tok)
     sampling = SamplingSettings(max_new_tokens=24, top_logprobs=20, seed=3)
     try:
         mains, main_stats = group.run([("train/00001", 1), ("train/00002", 2)], sampling)
