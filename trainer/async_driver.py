@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,14 +31,7 @@ from trainer.config import TrainerConfig
 from trainer.driver import TaskSampler, TrainResult, env_targets, training_tasks, trajectory_metrics
 from trainer.metrics import PLOTTED, MetricsLogger
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
-from trainer.workers import (
-    LearnerWorker,
-    RolloutWorker,
-    TeacherWorker,
-    latest_checkpoint,
-    make_executor,
-    merge_rollouts,
-)
+from trainer.workers import WorkerGroup, latest_checkpoint, merge_rollouts
 
 WAIT_POLL_S = 0.05
 """How often the learner re-checks the buffer while waiting for rows."""
@@ -58,17 +51,15 @@ def sampler_settings(config: TrainerConfig) -> SamplerSettings:
 
 
 class _Actors:
-    """The producers, teacher, learner and experience buffer, spawned on one `Executor` (local or Ray)."""
+    """The producers (rollout workers), teacher and learner of a `WorkerGroup` (placed on their GPUs by
+    `placement.*` like the synchronous path), plus the experience buffer, spawned on its executor."""
 
     def __init__(self, config: TrainerConfig, targets: list[str], resume_from: str | None) -> None:
-        self.executor = make_executor(config)
-        spawn = self.executor.spawn
-        self.producers = [
-            spawn(RolloutWorker, config, targets[i % len(targets)], resume_from) for i in range(config.divopd.producers)
-        ]
-        self.teacher = spawn(TeacherWorker, config)
-        self.learner = spawn(LearnerWorker, config, resume_from)
-        self.buffer = spawn(ExperienceBuffer, sampler_settings(config))
+        producer_targets = [targets[i % len(targets)] for i in range(config.divopd.producers)]
+        self.group = WorkerGroup(config, producer_targets, resume_from=resume_from, per_target=1)
+        self.executor = self.group.executor
+        self.producers = self.group.rollout_workers
+        self.buffer = self.executor.spawn(ExperienceBuffer, sampler_settings(config))
         self._teacher_lock = threading.Lock()
 
     def call(self, worker: Any, method: str, *args: Any) -> Any:
@@ -78,7 +69,7 @@ class _Actors:
     def score(self, trajectories: list[Trajectory]) -> int:
         """Teacher log-probs onto `trajectories` (in place); one scoring call at a time."""
         with self._teacher_lock:
-            scored, tokens = self.call(self.teacher, "score", trajectories)
+            scored, tokens = self.group.score(trajectories)
         trajectories[:] = scored
         return int(tokens)
 
@@ -95,18 +86,9 @@ class _Actors:
         taken: TakenBatch = self.call(self.buffer, "take", q)
         return taken
 
-    def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]:
-        """Task ids of a split, asked of the first producer's server."""
-        ids: list[str] = self.call(self.producers[0], "task_ids", split, families)
-        return ids
-
-    def weights(self) -> Any:
-        """The learner's weights as a pending result (under Ray: one object-store copy for every producer)."""
-        return self.executor.submit(self.learner, "weights")
-
     def close(self) -> None:
-        self.executor.gather([self.executor.submit(p, "close") for p in self.producers])
-        self.executor.kill([*self.producers, self.teacher, self.learner, self.buffer])
+        self.group.close()
+        self.executor.kill([self.buffer])
 
 
 @dataclass
@@ -215,8 +197,9 @@ def train_async(config: TrainerConfig, *, progress: bool = True) -> TrainResult:
 
 
 def _learn(config: TrainerConfig, actors: _Actors, out: Path, resume_from: str | None, progress: bool) -> TrainResult:
-    start = int(actors.call(actors.learner, "global_step"))
-    sampler = TaskSampler(training_tasks(config, actors), config.seed, start_draw=start * config.rollout.tasks_per_step)
+    group = actors.group
+    start = group.global_step()
+    sampler = TaskSampler(training_tasks(config, group), config.seed, start_draw=start * config.rollout.tasks_per_step)
     sampler_lock = threading.Lock()
 
     def next_tasks() -> list[tuple[str, int]]:
@@ -244,17 +227,17 @@ def _learn(config: TrainerConfig, actors: _Actors, out: Path, resume_from: str |
             else:
                 waited, taken = _next_batch(actors, producers, q, need)
             metrics = {**log.drain(), **taken.metrics, "async/wait_s": waited}
-            metrics.update(actors.call(actors.learner, "step", composer.compose(taken.trajectories)))
+            metrics.update(group.learn(composer.compose(taken.trajectories), sleep=False))
             if (q + 1 - start) % config.divopd.sync_every == 0:
-                published.set(q + 1, actors.weights())
+                published.set(q + 1, group.publish_weights())
             metrics["async/published_version"] = float(published.get()[0])
             metrics["async/producer_versions"] = sum(p.version for p in producers) / len(producers)
             logger.log(q + 1, metrics)
             if config.checkpoint_every and (q + 1) % config.checkpoint_every == 0:
-                checkpoint = actors.call(actors.learner, "save", str(out / "checkpoints" / f"step_{q + 1:06d}"))
-        final = int(actors.call(actors.learner, "global_step"))
+                checkpoint = group.save(str(out / "checkpoints" / f"step_{q + 1:06d}"))
+        final = group.global_step()
         if final > start and (checkpoint is None or not checkpoint.endswith(f"step_{final:06d}")):
-            checkpoint = actors.call(actors.learner, "save", str(out / "checkpoints" / f"step_{final:06d}"))
+            checkpoint = group.save(str(out / "checkpoints" / f"step_{final:06d}"))
     finally:
         stop.set()
         for producer in producers:

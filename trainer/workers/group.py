@@ -27,7 +27,8 @@ T = TypeVar("T")
 
 
 class WorkerGroup:
-    """Rollout workers (`ray.num_rollout_workers` per target, at least one), teacher, learner."""
+    """Rollout workers (`per_target` per target; default `ray.num_rollout_workers` spread over the
+    targets, at least one each), teacher, learner; each in its placement slot (`placement.*`)."""
 
     def __init__(
         self,
@@ -35,10 +36,12 @@ class WorkerGroup:
         targets: Sequence[str],
         executor: Executor | None = None,
         resume_from: str | None = None,
+        per_target: int | None = None,
     ) -> None:
         self.config = config
         self.executor = executor or make_executor(config)
-        per_target = max(1, config.ray.num_rollout_workers // max(len(targets), 1))
+        if per_target is None:
+            per_target = max(1, config.ray.num_rollout_workers // max(len(targets), 1))
         rollout_targets = [t for t in targets for _ in range(per_target)]
         needs_teacher = get_objective(config.objective.name).needs_teacher
         plan = plan_placement(config.placement, len(rollout_targets), needs_teacher)
@@ -123,9 +126,10 @@ class WorkerGroup:
         result: tuple[list[Trajectory], int] = self.executor.call(self.teacher, "score", trajectories)
         return result
 
-    def learn(self, batch: TokenBatch) -> dict[str, float]:
-        """One learner update; its metrics. Colocated engines sleep through it (`sync_weights` wakes them)."""
-        if self.sleep_level:
+    def learn(self, batch: TokenBatch, *, sleep: bool = True) -> dict[str, float]:
+        """One learner update; its metrics. Colocated engines sleep through it (`sync_weights` wakes them)
+        unless `sleep` is False (asynchronous producers keep generating during updates)."""
+        if sleep and self.sleep_level:
             self._on_engines("sleep", self.sleep_level)
             if self.teacher is not None:
                 self.executor.call(self.teacher, "sleep")
@@ -142,6 +146,11 @@ class WorkerGroup:
             self._on_engines("wake_up", ["kv_cache"])
             if self.teacher is not None:
                 self.executor.call(self.teacher, "wake_up")
+
+    def publish_weights(self) -> Any:
+        """The learner's full weights as a pending result, for rollout workers to load when they are
+        ready (asynchronous producers); `backend.weight_sync` is for `sync_weights` only."""
+        return self.weight_sync.full_state()
 
     def _on_engines(self, method: str, *args: Any) -> None:
         self.executor.gather([self.executor.submit(w, method, *args) for w in self.rollout_workers])

@@ -74,15 +74,19 @@ class WeightSync:
     def push(self) -> None:
         """One sync of the learner's current weights into every engine."""
         if self.mode == "state_dict":
-            pending = [self.executor.submit(r, "weights") for r in self.learners]
-            weights = pending[0]  # rank 0 holds the full state dict; the other ranks join the gather
-            self.executor.gather(pending[1:])
-            self._on_all(self.engines, "update_weights", weights)
+            self._on_all(self.engines, "update_weights", self.full_state())
         elif self.mode == "inproc":
             weights = self.executor.call(self.learners[0], "live_weights")
             self._on_all(self.engines, "update_weights", weights)
         else:
             self._push_chunks()
+
+    def full_state(self) -> Any:
+        """A CPU copy of the full weights as a pending result (rank 0 holds it; the other ranks join the
+        gather): under Ray, one object-store copy for every engine that loads it."""
+        pending = [self.executor.submit(r, "weights") for r in self.learners]
+        self.executor.gather(pending[1:])
+        return pending[0]
 
     def _push_chunks(self) -> None:
         self.connect()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -55,14 +56,34 @@ def test_async_run_logs_divopd_diagnostics(
 
 
 @pytest.mark.slow
-def test_async_run_with_ray_actors(tmp_path: Path, tiny_models: TinyModels, alfworld_server: str) -> None:
+def test_async_run_with_ray_actors_in_their_gpu_slots(
+    tmp_path: Path, tiny_models: TinyModels, alfworld_server: str
+) -> None:
+    """Producers, teacher and learner are placed like the synchronous path (`placement.*`), here on a
+    local Ray with 3 logical GPUs (the models stay on the CPU): split mode needs one GPU per role."""
     pytest.importorskip("ray")
     import ray
 
-    config = _config(
-        tiny_models, alfworld_server, tmp_path / "ray", steps=2, ray={"enabled": True, "object_store_mb": 100}
-    )
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    ray.init(num_gpus=3, num_cpus=2, object_store_memory=100 * 1024 * 1024, include_dashboard=False)
     try:
+        too_many = _config(
+            tiny_models,
+            alfworld_server,
+            tmp_path / "too-many",
+            ray={"enabled": True},
+            placement={"mode": "split", "learner_gpus": 2, "ready_timeout_s": 2},
+        )
+        with pytest.raises(RuntimeError, match="could not reserve"):  # 2 learner + 2 producer + 1 teacher GPUs
+            train(too_many, progress=False)
+        config = _config(
+            tiny_models,
+            alfworld_server,
+            tmp_path / "ray",
+            ray={"enabled": True},
+            placement={"mode": "split", "learner_gpus": 1},
+        )
+        config.divopd.producers = 1
         result = train(config, progress=False)
     finally:
         ray.shutdown()
