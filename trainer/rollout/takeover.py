@@ -2,6 +2,9 @@
 
 A turn makes *no progress* when its action is unparsable or not admissible, or repeats an action
 or an observation of the last `patience` turns (so oscillating between two places is caught too).
+Admissibility is checked only against a list of concrete actions (ALFWorld, ScienceWorld): a list
+holding an action template with a `<placeholder>` (WebShop's `search[<your query>]`, Search-QA's
+`<search> query </search>`) stands for free-text actions, so there only the repeat rules apply.
 After `patience` such turns in a row the teacher acts for at most `takeover_turns` turns, then
 hands back to the student. With `rewind` the session is
 first restored to the snapshot of the state after the last turn that made progress (the snapshot
@@ -12,6 +15,7 @@ Recovery is a training-time aid only: evaluation never builds it.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +43,18 @@ def made_progress(
     recent_observations: Collection[str],
 ) -> bool:
     """Whether one turn made progress (see the module docstring for the rules)."""
-    if action is None or (admissible and action not in admissible):
+    if action is None or (action not in admissible and _concrete(admissible)):
         return False
     return action not in recent_actions and observation not in recent_observations
+
+
+_PLACEHOLDER = re.compile(r"<[^<>\s][^<>]*>")
+"""A `<placeholder>` in an action template (not the `< prev` of a WebShop link)."""
+
+
+def _concrete(admissible: Sequence[str]) -> bool:
+    """Whether `admissible` lists actions (non-empty, no template), so membership means admissible."""
+    return bool(admissible) and not any(_PLACEHOLDER.search(a) for a in admissible)
 
 
 @dataclass

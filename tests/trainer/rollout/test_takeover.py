@@ -1,8 +1,10 @@
-"""Teacher takeover (+R): no-progress detection, rewind to the right state (real server), no teacher loss tokens."""
+"""Teacher takeover (+R): no-progress detection, rewind to the right state (real ALFWorld and WebShop servers),
+no teacher loss tokens."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -15,10 +17,10 @@ from trainer.models.loading import load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
 from trainer.rollout import ClientEnvPort, GroupRollout, RolloutSettings, SamplingSettings
+from trainer.rollout.envport import EnvView
+from trainer.rollout.local_server import LocalServer
 from trainer.rollout.takeover import ProgressTracker, Recovery, RecoverySettings, made_progress
 from trainer.workers import STOP_STRINGS
-
-TASK = ("train/00001", 7)
 
 
 class _Script:
@@ -47,6 +49,11 @@ def test_progress_rules() -> None:
     assert made_progress("fly", "obs", [], [], [])  # no admissible list shown: only repeats count
     assert not made_progress("go to a", "new", [], ["go to a"], [])
     assert not made_progress("go to b", "obs a", [], ["go to a"], ["obs a"])
+    # a template stands for free-text actions: only repeats count
+    for template in (["search[<your query>]"], ["<search> query </search>", "<answer> text </answer>"]):
+        assert made_progress("search[mug]", "obs", template, [], [])
+        assert not made_progress("search[mug]", "obs", template, ["search[mug]"], [])
+    assert not made_progress("click[x]", "obs", ["click[< prev]", "click[next >]"], [], [])
 
 
 def test_tracker_triggers_after_patience_and_hands_back() -> None:
@@ -66,22 +73,53 @@ def test_tracker_triggers_after_patience_and_hands_back() -> None:
 # ---------------------------------------------------------------- real server
 
 
-@pytest.fixture(scope="module")
-def port(alfworld_server: str) -> Iterator[ClientEnvPort]:
-    client = EnvhubClient(alfworld_server)
-    yield ClientEnvPort(client, "alfworld")
-    client.close()
+@dataclass(frozen=True)
+class _Case:
+    """One environment of the takeover test: its server fixture, a task, and two actions to oscillate
+    between (each makes progress once, then repeats); the teacher's `look` shows the state unchanged
+    (ALFWorld's look; in WebShop an invalid action, answered with the current page)."""
+
+    env: str
+    server: str
+    task: tuple[str, int]
+    oscillate: Callable[[EnvView], tuple[str, str]]
 
 
-def _places(port: ClientEnvPort) -> tuple[str, str]:
-    view = port.create(TASK[0], seed=TASK[1], max_steps=20, admissible=True)
-    port.close(view.session_id)
+def _two_places(view: EnvView) -> tuple[str, str]:
     goes = [a for a in view.admissible if a.startswith("go to ")]
     return goes[0], goes[1]
 
 
-def _observation_after(port: ClientEnvPort, actions: list[str]) -> str:
-    view = port.create(TASK[0], seed=TASK[1], max_steps=20, admissible=True)
+def _search_and_back(view: EnvView) -> tuple[str, str]:
+    del view
+    return "search[face moisturizer]", "click[back to search]"
+
+
+CASES = {
+    "alfworld": _Case("alfworld", "alfworld_server", ("train/00001", 7), _two_places),
+    "webshop": _Case("webshop", "webshop_server", ("train/00001", 7), _search_and_back),
+}
+
+
+@pytest.fixture(scope="module")
+def webshop_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real WebShop server, its search index built under a temporary cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ENVHUB_CACHE", str(tmp_path_factory.mktemp("webshop-cache")))
+        with LocalServer("webshop") as server:
+            yield server.address
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def env(request: pytest.FixtureRequest) -> Iterator[tuple[_Case, ClientEnvPort]]:
+    case = CASES[request.param]
+    client = EnvhubClient(request.getfixturevalue(case.server))
+    yield case, ClientEnvPort(client, case.env)
+    client.close()
+
+
+def _observation_after(port: ClientEnvPort, task: tuple[str, int], actions: list[str]) -> str:
+    view = port.create(task[0], seed=task[1], max_steps=20, admissible=True)
     try:
         for action in actions:
             view = port.step(view.session_id, action, admissible=True, timeout=30.0)
@@ -92,28 +130,32 @@ def _observation_after(port: ClientEnvPort, actions: list[str]) -> str:
 
 @pytest.mark.parametrize("rewind", [True, False])
 def test_takeover_rewinds_to_the_last_progress_and_keeps_teacher_turns_out_of_the_loss(
-    port: ClientEnvPort, tiny_models: TinyModels, rewind: bool
+    env: tuple[_Case, ClientEnvPort], tiny_models: TinyModels, rewind: bool
 ) -> None:
+    case, port = env
     tok = load_tokenizer(tiny_models.student)
-    a, b = _places(port)
-    # the student oscillates a, b, a, b, a (turns 2-4 make no progress), then keeps going to b
+    first = port.create(case.task[0], seed=case.task[1], max_steps=20, admissible=True)
+    port.close(first.session_id)
+    a, b = case.oscillate(first)
+    # the student oscillates a, b, a, b, a (turns 2-4 make no progress), then plays b
     student = _Script(HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS), tok, [a, b, a, b, a, b])
     teacher_model = HFBackend.from_pretrained(tiny_models.teacher, stop=STOP_STRINGS)
     teacher = _Script(teacher_model, tok, ["look"])
     recovery = Recovery(RecoverySettings(patience=3, takeover_turns=2, rewind=rewind), teacher)
     settings = RolloutSettings(group_size=1, max_turns=8, snapshots=True)
-    rollout = GroupRollout(port, student, tok, PromptRenderer("alfworld", style="compact"), settings, recovery)
+    rollout = GroupRollout(port, student, tok, PromptRenderer(case.env, style="compact"), settings, recovery)
     try:
-        (trajectory,), stats = rollout.run([TASK], SamplingSettings(max_new_tokens=8))
+        (trajectory,), stats = rollout.run([case.task], SamplingSettings(max_new_tokens=8))
     finally:
         rollout.close()
     flags = [turn.teacher for turn in trajectory.turns]
     assert flags == [False] * 5 + [True, True] + [False]
     assert stats.takeovers == 1 and stats.teacher_turns == 2 and stats.rewinds == int(rewind)
-    # the teacher's "look" shows the state after turn 1 (at b) with rewind, after turn 4 (at a) without
-    at_b, at_a = _observation_after(port, [a, b, "look"]), _observation_after(port, [a, b, a, b, a, "look"])
-    assert at_b != at_a
-    assert trajectory.turns[5].observation == (at_b if rewind else at_a)
+    # the teacher's "look" shows the state after turn 1 (after b) with rewind, after turn 4 (after a) without
+    after_b = _observation_after(port, case.task, [a, b, "look"])
+    after_a = _observation_after(port, case.task, [a, b, a, b, a, "look"])
+    assert after_b != after_a
+    assert trajectory.turns[5].observation == (after_b if rewind else after_a)
     # teacher turns are never scored, never valid rows, never supervised
     attach_teacher_logprobs([trajectory], teacher_model)
     assert [turn.logp_teacher is None for turn in trajectory.turns] == flags
