@@ -47,3 +47,12 @@ def alfworld_server() -> Iterator[str]:
     pytest.importorskip("alfworld")
     with LocalServer("alfworld") as server:
         yield server.address
+
+
+@pytest.fixture(scope="session")
+def webshop_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real envhub WebShop server; its search index is built under a temporary cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ENVHUB_CACHE", str(tmp_path_factory.mktemp("webshop-cache")))
+        with LocalServer("webshop") as server:
+            yield server.address

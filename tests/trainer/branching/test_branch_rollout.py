@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -26,23 +25,7 @@ from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
 from trainer.rollout import ClientEnvPort, GroupRollout, RolloutSettings, SamplingSettings, Trajectory
 from trainer.rollout.group import Episode, RolloutStats
-from trainer.rollout.local_server import LocalServer
 from trainer.workers import STOP_STRINGS
-
-
-@pytest.fixture(scope="module")
-def webshop_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real envhub WebShop server; its search index is built under a temporary cache."""
-    before = os.environ.get("ENVHUB_CACHE")
-    os.environ["ENVHUB_CACHE"] = str(tmp_path_factory.mktemp("webshop-cache"))
-    try:
-        with LocalServer("webshop") as server:
-            yield server.address
-    finally:
-        if before is None:
-            del os.environ["ENVHUB_CACHE"]
-        else:
-            os.environ["ENVHUB_CACHE"] = before
 
 
 def _port(address: str, env: str) -> Iterator[ClientEnvPort]:

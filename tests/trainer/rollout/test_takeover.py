@@ -18,7 +18,6 @@ from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
 from trainer.rollout import ClientEnvPort, GroupRollout, RolloutSettings, SamplingSettings
 from trainer.rollout.envport import EnvView
-from trainer.rollout.local_server import LocalServer
 from trainer.rollout.takeover import ProgressTracker, Recovery, RecoverySettings, made_progress
 from trainer.workers import STOP_STRINGS
 
@@ -99,15 +98,6 @@ CASES = {
     "alfworld": _Case("alfworld", "alfworld_server", ("train/00001", 7), _two_places),
     "webshop": _Case("webshop", "webshop_server", ("train/00001", 7), _search_and_back),
 }
-
-
-@pytest.fixture(scope="module")
-def webshop_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real WebShop server, its search index built under a temporary cache."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ENVHUB_CACHE", str(tmp_path_factory.mktemp("webshop-cache")))
-        with LocalServer("webshop") as server:
-            yield server.address
 
 
 @pytest.fixture(scope="module", params=list(CASES))
