@@ -25,12 +25,20 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of `pid` and all its descendants, in MB (Linux /proc)."""
-    tree, total, stack = _children(), 0.0, [pid]
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and all its descendants (Linux /proc)."""
+    tree, found, stack = _children(), [], [pid]
     while stack:
         current = stack.pop()
+        found.append(current)
         stack.extend(tree.get(current, []))
+    return found
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of `pid` and all its descendants, in MB (Linux /proc)."""
+    total = 0.0
+    for current in tree_pids(pid):
         try:
             for line in Path(f"/proc/{current}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -38,6 +46,15 @@ def tree_rss_mb(pid: int) -> float:
         except OSError:
             continue
     return total
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far; 0 if it is gone (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class ServerProcess:
@@ -70,6 +87,11 @@ class ServerProcess:
 
     def rss_mb(self) -> float:
         return tree_rss_mb(self.process.pid)
+
+    def cpu_s(self) -> tuple[float, float]:
+        """CPU seconds used so far by (the server's main process, all its child processes together)."""
+        main = self.process.pid
+        return cpu_s(main), sum(cpu_s(pid) for pid in tree_pids(main) if pid != main)
 
     def stop(self) -> None:
         self._folder.cleanup()
