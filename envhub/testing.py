@@ -6,7 +6,9 @@ milliseconds, is deterministic, has an expert and a native snapshot, and one act
 blocks: `wait` opens the FIFO `<gate>/entered` for writing (so a test that opens it for
 reading learns the call is inside the environment) and then reads a line from the FIFO
 `<gate>/release` (so the test decides when the call finishes). No sleeps, no timing luck.
-Make the gate folder with `Gate.create(path)`.
+Make the gate folder with `Gate.create(path)`. With `unprepared` tasks configured, a task is
+unprepared until a `prepare` of it went through the same gate (like a game generated on first
+use; the mark is a file in the gate folder, so every process sees it).
 
 Episode: the observation is "<task_id> seed <seed>: <count>"; any action but `win` and
 `wait` adds one to the count; `win` ends the episode with reward `success_reward`.
@@ -72,6 +74,14 @@ def success_reward(options: Mapping[str, str]) -> float:
     return value
 
 
+def pass_gate(gate: Path) -> None:
+    """Say so through `<gate>/entered`, then wait for the test's `Gate.release`."""
+    with open(gate / "entered", "w", encoding="utf-8") as fifo:
+        fifo.write("in\n")
+    with open(gate / "release", encoding="utf-8") as fifo:
+        fifo.readline()
+
+
 class ToyEnvironment(Environment):
     """A counter; see the module docstring."""
 
@@ -102,10 +112,7 @@ class ToyEnvironment(Environment):
     def _block(self) -> None:
         if self._gate is None:
             raise ValueError("the wait action needs the toy kind's `gate` configuration")
-        with open(self._gate / "entered", "w", encoding="utf-8") as fifo:
-            fifo.write("in\n")
-        with open(self._gate / "release", encoding="utf-8") as fifo:
-            fifo.readline()
+        pass_gate(self._gate)
 
     def admissible_actions(self) -> list[str]:
         return ["inc", "win"]
@@ -135,9 +142,10 @@ class ToyKind(EnvironmentKind):
     config_keys: Mapping[str, str] = {
         "tasks": "tasks per split (default 4)",
         "gate": "folder holding the FIFOs of the blocking `wait` action (see envhub.testing.Gate)",
+        "unprepared": "comma-separated task ids whose preparation blocks on the gate until released",
     }
 
-    def __init__(self, tasks: int = 4, gate: str | None = None) -> None:
+    def __init__(self, tasks: int = 4, gate: str | None = None, unprepared: str = "") -> None:
         if tasks < 1:
             raise ValueError(f"toy.tasks must be at least 1, not {tasks}")
         self._gate = Path(gate) if gate else None
@@ -145,6 +153,9 @@ class ToyKind(EnvironmentKind):
             split: [TaskSpec(f"{split}-count/{index}", split, index, "count") for index in range(tasks)]
             for split in ("train", "test")
         }
+        self._unprepared = frozenset(filter(None, unprepared.split(",")))
+        if self._unprepared and self._gate is None:
+            raise ValueError("toy.unprepared needs toy.gate")
         self._config = {"tasks": str(tasks), **({"gate": gate} if gate else {})}
 
     @classmethod
@@ -153,7 +164,7 @@ class ToyKind(EnvironmentKind):
         tasks = config.get("tasks", 4)
         if isinstance(tasks, bool) or not isinstance(tasks, int | str) or not str(tasks).isdecimal():
             raise ValueError(f"toy.tasks must be a positive integer, not {tasks!r}")
-        return cls(int(tasks), config.get("gate"))
+        return cls(int(tasks), config.get("gate"), str(config.get("unprepared", "")))
 
     def config(self) -> Mapping[str, str]:
         return dict(self._config)
@@ -167,6 +178,17 @@ class ToyKind(EnvironmentKind):
     def validate_options(self, options: Mapping[str, str]) -> None:
         super().validate_options(options)
         success_reward(options)
+
+    def _mark(self, task: TaskSpec) -> Path:
+        return Path(str(self._gate)) / f"prepared-{task.task_id.replace('/', '-')}"
+
+    def prepared(self, task: TaskSpec) -> bool:
+        return task.task_id not in self._unprepared or self._mark(task).exists()
+
+    def prepare(self, task: TaskSpec) -> None:
+        if not self.prepared(task) and self._gate is not None:
+            pass_gate(self._gate)
+            self._mark(task).touch()
 
     def create(self) -> Environment:
         return ToyEnvironment(self._gate)

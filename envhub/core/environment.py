@@ -189,5 +189,25 @@ class EnvironmentKind(abc.ABC):
             known = ", ".join(sorted(self.options)) or "none"
             raise ValueError(f"unknown option(s) {unknown} for {self.name}; known options: {known}")
 
+    def prepared(self, task: TaskSpec) -> bool:
+        """Whether sessions on `task` can start without slow one-off work (`prepare`); cheap and thread-safe.
+
+        The default: every task is ready.
+        """
+        return True
+
+    def prepare(self, task: TaskSpec) -> None:  # noqa: B027 - optional hook
+        """Do the slow one-off work a task needs before a session starts on it (e.g. generate its game).
+
+        A server calls it in a helper process of the worker (a fresh instance of this kind, built
+        from the same configuration), so that a session created on an unprepared task does not
+        hold up the steps of other sessions; the result must be left where any process finds it
+        (a cache on disk). Must be idempotent. The default does nothing.
+        """
+
+    def tasks_to_prepare(self) -> Sequence[TaskSpec]:
+        """Tasks a server should prepare in the background from its start (the default: none)."""
+        return ()
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release per-process resources (called when a worker stops)."""

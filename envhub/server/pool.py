@@ -33,7 +33,7 @@ class WorkerPool:
         self._metrics = metrics
         configs = configs or {}
         self._workers = {
-            env: [Worker(env, index, self._on_death, dict(configs.get(env, {}))) for index in range(workers)]
+            env: [Worker(env, index, self._on_death, dict(configs.get(env, {})), workers) for index in range(workers)]
             for env in environments
         }
         self.catalogs: dict[str, Catalog] = {}

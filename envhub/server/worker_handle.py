@@ -1,17 +1,18 @@
 """The server side of the pipe: worker processes as seen from the server's event loop.
 
 Each `Worker` owns one child process (see `envhub.server.worker_process`) and a pipe to it. Operations
-(`envhub.server.worker_ops`)
-are written to the pipe and a future is queued; the event loop reads replies with
-`loop.add_reader` on the pipe's file descriptor (no thread hop) and resolves the futures in
-FIFO order, so requests pipeline. When the pipe reports end-of-file the worker is dead: its
+(`envhub.server.worker_ops`) are written to the pipe with a call id and a future is kept under
+it; the event loop reads `(call_id, Reply)` answers with `loop.add_reader` on the pipe's file
+descriptor (no thread hop) and resolves the matching futures, so requests pipeline (a create
+waiting for its task to be prepared is answered after operations sent behind it).
+When the pipe reports end-of-file the worker is dead: its
 pending calls fail with UNAVAILABLE, the server forgets its sessions, and it is restarted.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
+import itertools
 import logging
 import multiprocessing
 from collections.abc import Callable
@@ -28,6 +29,8 @@ R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 _CONTEXT = multiprocessing.get_context("spawn")  # no fork of a process running gRPC threads
+_READY = 0
+"""Call id of the worker's first message (its catalog, or why it could not start), which is a bare `Reply`."""
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -44,7 +47,12 @@ class Worker:
     """One worker process for one environment kind."""
 
     def __init__(
-        self, environment: str, index: int, on_death: Callable[[Worker], None], config: dict[str, Any] | None = None
+        self,
+        environment: str,
+        index: int,
+        on_death: Callable[[Worker], None],
+        config: dict[str, Any] | None = None,
+        workers: int = 1,
     ) -> None:
         self.environment = environment
         self.name = environment
@@ -52,10 +60,13 @@ class Worker:
         self.config = dict(config or {})
         """Server-side configuration of the kind (`EnvironmentKind.from_config`)."""
         self.index = index
+        self.workers = workers
+        """Workers of this kind (worker `index` prepares every `workers`-th task ahead)."""
         self.sessions: set[str] = set()
         """Ids of the sessions living in this worker (kept by the session table)."""
         self._on_death = on_death
-        self._pending: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._call_ids = itertools.count(1)
         self._conn: Connection | None = None
         self._process: BaseProcess | None = None
         self.alive = False
@@ -79,7 +90,7 @@ class Worker:
         parent_conn, child_conn = _CONTEXT.Pipe()
         process = _CONTEXT.Process(
             target=worker_main,
-            args=(self.environment, self.config, child_conn),
+            args=(self.environment, self.config, child_conn, self.index, self.workers),
             name=f"envhub-{self.environment}-{self.index}",
         )
         process.daemon = True
@@ -87,7 +98,7 @@ class Worker:
         child_conn.close()
         self._conn, self._process = parent_conn, process
         ready: asyncio.Future[Catalog] = asyncio.get_running_loop().create_future()
-        self._pending.append(ready)
+        self._pending[_READY] = ready
         asyncio.get_running_loop().add_reader(parent_conn.fileno(), self._on_readable)
         self.alive = True
         catalog = await ready
@@ -102,13 +113,14 @@ class Worker:
         if not self.alive or self._conn is None:
             future.set_exception(errors.unavailable(f"worker {self.environment}/{self.index} is restarting"))
             return future
+        call_id = next(self._call_ids)
         try:
-            self._conn.send(op)
+            self._conn.send((call_id, op))
         except OSError:
             self._died()
             future.set_exception(errors.unavailable(f"worker {self.environment}/{self.index} died", "WORKER_LOST"))
             return future
-        self._pending.append(future)
+        self._pending[call_id] = future
         return future
 
     def _on_readable(self) -> None:
@@ -117,8 +129,9 @@ class Worker:
             return
         try:
             while conn.poll():
-                reply: ops.Reply = conn.recv()
-                future = self._pending.popleft()
+                message = conn.recv()
+                call_id, reply = (_READY, message) if isinstance(message, ops.Reply) else message
+                future = self._pending.pop(call_id)
                 if future.done():  # the caller gave up (deadline, cancellation)
                     continue
                 if reply.error is None:
@@ -134,8 +147,8 @@ class Worker:
         self.alive = False
         self._detach()
         lost = errors.unavailable(f"worker {self.environment}/{self.index} died; its sessions are lost", "WORKER_LOST")
-        while self._pending:
-            future = self._pending.popleft()
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
             if not future.done():
                 future.set_exception(lost)
         log.error("worker %s/%d (pid %s) died", self.environment, self.index, self.pid)

@@ -1,17 +1,27 @@
 """The worker side of the pipe: one environment kind, many `Session`s, one `Op` at a time.
 
 `worker_main` runs in a child process. Its first message is a `Reply` holding the kind's
-`Catalog` (or the error that stopped it); then it answers each `Op` (see
-`envhub.server.worker_ops`) with a `Reply`, in request order, so the server keeps a FIFO of
-futures per worker. Because a session's calls are applied here one by one in arrival order,
-this is where a step's `expected_step_index` and the remembered answer to a repeated
-`request_id` are checked: a retried call can never overtake or double the original.
+`Catalog` (or the error that stopped it); then every message is a `(call_id, Op)` (see
+`envhub.server.worker_ops`), answered by a `(call_id, Reply)`. Operations are applied one by
+one, in arrival order, on the worker's main thread, so this is where a step's
+`expected_step_index` and the remembered answer to a repeated `request_id` are checked: a
+retried call can never overtake or double the original.
+
+One exception to arrival order, so that a slow creation does not hold up other sessions'
+steps (head-of-line blocking): a create or restore on a task the kind says is not prepared yet
+(`EnvironmentKind.prepared`) waits in the worker's preparation lane (`envhub.server.preparer`)
+and is applied once its task is ready; operations behind it go on meanwhile. No other
+operation can concern its new session before it is answered, except a Close after the server
+gave up on it, which cancels it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import queue
 import signal
+import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -20,11 +30,12 @@ from typing import Any
 import grpc
 
 from envhub.core import errors
-from envhub.core.environment import EnvironmentKind
+from envhub.core.environment import EnvironmentKind, TaskSpec
 from envhub.core.registry import build_kind
 from envhub.core.session import Session
 from envhub.server import worker_ops as ops
 from envhub.server.catalog import Catalog
+from envhub.server.preparer import Preparer
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +57,9 @@ class WorkerState:
         self.catalog = Catalog.of(kind)
         self.sessions: dict[str, Session] = {}
         self._last: dict[str, _Remembered] = {}
+        self.preparing: set[str] = set()
+        """Sessions whose create or restore waits in the preparation lane."""
+        self._cancelled: set[str] = set()
         self._handlers: dict[type[ops.Op[Any]], Callable[[Any], Any]] = {
             ops.Create: self.create,
             ops.Reset: self.reset,
@@ -61,6 +75,29 @@ class WorkerState:
     def handle(self, op: ops.Op[Any]) -> Any:
         """Apply one operation; raises what the operation raises."""
         return self._handlers[type(op)](op)
+
+    def unprepared_task(self, op: ops.Op[Any]) -> tuple[str, TaskSpec] | None:
+        """(new session, task) when `op` creates or restores a session on a task not prepared yet, else None.
+
+        Never raises: a bad task id is the operation's own error, reported when it is applied.
+        """
+        try:
+            if isinstance(op, ops.Create):
+                session_id, task = op.session_id, self.catalog.task(op.task_id)
+            elif isinstance(op, ops.Restore):
+                session_id, task = op.session_id, self.catalog.task(op.state.task_id)
+            else:
+                return None
+            return None if self.kind.prepared(task) else (session_id, task)
+        except Exception:
+            return None
+
+    def _admit(self, session_id: str) -> None:
+        """Before a session starts: refused if the server closed it while its task was being prepared."""
+        self.preparing.discard(session_id)
+        if session_id in self._cancelled:
+            self._cancelled.discard(session_id)
+            raise errors.EnvhubError(grpc.StatusCode.ABORTED, "the session was closed while starting", "CLOSED")
 
     def _session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -95,6 +132,7 @@ class WorkerState:
         return result
 
     def create(self, op: ops.Create) -> ops.View:
+        self._admit(op.session_id)
         spec = self.catalog.task(op.task_id)
         session = Session.start(self.kind, spec, seed=op.seed, options=op.options, max_steps=op.max_steps)
         self.sessions[op.session_id] = session
@@ -134,6 +172,9 @@ class WorkerState:
         return tuple(replies)
 
     def close(self, op: ops.Close) -> None:
+        if op.session_id in self.preparing:  # not started yet: it never will be
+            self._cancelled.add(op.session_id)
+            return
         self._session(op.session_id).close()
         del self.sessions[op.session_id]
         self._last.pop(op.session_id, None)
@@ -145,6 +186,7 @@ class WorkerState:
         return self._session(op.session_id).state()
 
     def restore(self, op: ops.Restore) -> ops.View:
+        self._admit(op.session_id)
         session = Session.restore(self.kind, op.state)
         self.sessions[op.session_id] = session
         return self._view(session, op.admissible)
@@ -177,8 +219,44 @@ def _as_envhub_error(exc: Exception) -> errors.EnvhubError:
     return errors.EnvhubError(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}", "ENVIRONMENT_ERROR")
 
 
-def worker_main(environment: str, config: dict[str, Any], conn: Connection) -> None:
-    """Entry point of a worker process: build the kind, announce the catalog, serve operations."""
+def _read(conn: Connection, state: WorkerState, preparer: Preparer, inbox: queue.SimpleQueue[Any]) -> None:
+    """The reading thread: operations into `inbox` in arrival order, unprepared creations via the preparer."""
+    while True:
+        try:
+            call_id, op = conn.recv()
+        except (EOFError, OSError):
+            break
+        if isinstance(op, ops.Stop):
+            break
+        unprepared = state.unprepared_task(op)
+        if unprepared is None:
+            inbox.put((call_id, op))
+            continue
+        session_id, task = unprepared
+        state.preparing.add(session_id)
+        preparer.prepare(task, functools.partial(inbox.put, (call_id, op)))
+    inbox.put(None)
+
+
+def _serve(conn: Connection, state: WorkerState, inbox: queue.SimpleQueue[Any]) -> None:
+    """The main thread: apply each operation and answer it."""
+    while (item := inbox.get()) is not None:
+        call_id, op = item
+        try:
+            reply = ops.Reply(value=state.handle(op))
+        except Exception as exc:  # one bad request never kills the worker: it answers with the error
+            reply = ops.Reply(error=_as_envhub_error(exc))
+        try:
+            conn.send((call_id, reply))
+        except (BrokenPipeError, ConnectionResetError):  # the server went away first: nothing to answer
+            break
+
+
+def worker_main(environment: str, config: dict[str, Any], conn: Connection, index: int = 0, workers: int = 1) -> None:
+    """Entry point of a worker process: build the kind, announce the catalog, serve operations.
+
+    Worker `index` of `workers` prepares every `workers`-th of the kind's `tasks_to_prepare` in the background.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker[{environment}] %(levelname)s %(message)s")
@@ -188,21 +266,12 @@ def worker_main(environment: str, config: dict[str, Any], conn: Connection) -> N
         conn.send(ops.Reply(error=errors.failed_precondition(str(exc), "ENVIRONMENT_START")))
         return
     conn.send(ops.Reply(value=state.catalog))
+    preparer = Preparer(environment, config, state.kind)
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    threading.Thread(target=_read, args=(conn, state, preparer, inbox), name="envhub-read", daemon=True).start()
     try:
-        while True:
-            try:
-                op = conn.recv()
-            except EOFError:
-                break
-            if isinstance(op, ops.Stop):
-                break
-            try:
-                reply = ops.Reply(value=state.handle(op))
-            except Exception as exc:  # one bad request never kills the worker: it answers with the error
-                reply = ops.Reply(error=_as_envhub_error(exc))
-            try:
-                conn.send(reply)
-            except (BrokenPipeError, ConnectionResetError):  # the server went away first: nothing to answer
-                break
+        preparer.ahead(list(state.kind.tasks_to_prepare())[index::workers])
+        _serve(conn, state, inbox)
     finally:
+        preparer.close()
         state.shutdown()
