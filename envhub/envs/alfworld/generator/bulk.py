@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from envhub.envs.alfworld.generator.scene import RoomSize
 from envhub.envs.alfworld.taskset import GeneratedTaskSet
 
 _taskset: GeneratedTaskSet | None = None
@@ -28,10 +29,10 @@ class Made:
     """CPU seconds the worker spent on it (small on a cache hit); robust to a busy machine, unlike wall time."""
 
 
-def init_worker(seed: int, cache_dir: Path | None) -> None:
+def init_worker(seed: int, cache_dir: Path | None, room: RoomSize | None = None) -> None:
     """Pool initializer: one task set (and so one planner env) per worker process."""
     global _taskset
-    _taskset = GeneratedTaskSet(seed=seed, cache_dir=cache_dir)
+    _taskset = GeneratedTaskSet(seed=seed, cache_dir=cache_dir, room=room)
 
 
 def make(job: tuple[str, int]) -> Made:
@@ -44,12 +45,14 @@ def make(job: tuple[str, int]) -> Made:
     return Made(record.split, record.index, record.task_type, len(record.walkthrough), record.attempts, cpu_s)
 
 
-def make_all(jobs: Sequence[tuple[str, int]], seed: int, cache_dir: Path | None, workers: int) -> list[Made]:
+def make_all(
+    jobs: Sequence[tuple[str, int]], seed: int, cache_dir: Path | None, workers: int, room: RoomSize | None = None
+) -> list[Made]:
     """Generate every (split, index) of `jobs` into the cache, printing progress; results in job order."""
     started = time.perf_counter()
     results: list[Made] = []
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=init_worker, initargs=(seed, cache_dir)) as pool:
+    with context.Pool(workers, initializer=init_worker, initargs=(seed, cache_dir, room)) as pool:
         for made in pool.imap(make, jobs, chunksize=4):
             results.append(made)
             if len(results) % 200 == 0:
