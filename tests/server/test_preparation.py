@@ -23,13 +23,15 @@ from envhub.testing import REFERENCE, Gate, ToyKind
 READY, SLOW = "train-count/0", "train-count/1"
 
 
+def _serving(gate: Gate) -> BackgroundServer:
+    """One toy worker whose task SLOW is prepared through `gate`."""
+    config = {REFERENCE: {"gate": str(gate.folder), "unprepared": SLOW}}
+    return BackgroundServer.local(REFERENCE, workers=1, environment_config=config)
+
+
 def test_a_step_completes_while_a_slow_create_on_the_same_worker_is_in_flight(tmp_path: Path) -> None:
     gate = Gate.create(tmp_path / "gate")
-    config = {REFERENCE: {"gate": str(gate.folder), "unprepared": SLOW}}
-    with (
-        BackgroundServer.local(REFERENCE, workers=1, environment_config=config) as server,
-        EnvhubClient(server.target, timeout=60) as client,
-    ):
+    with _serving(gate) as server, EnvhubClient(server.target, timeout=60) as client:
         other = client.create_session("toy", READY).session_id
         created: list[Any] = []
         creating = threading.Thread(target=lambda: created.append(client.create_session("toy", SLOW)))
@@ -63,11 +65,7 @@ def test_a_create_closed_while_its_task_is_prepared_never_starts(tmp_path: Path)
 
 def test_a_create_that_outlives_its_deadline_in_preparation_leaves_no_session(tmp_path: Path) -> None:
     gate = Gate.create(tmp_path / "gate")
-    config = {REFERENCE: {"gate": str(gate.folder), "unprepared": SLOW}}
-    with (
-        BackgroundServer.local(REFERENCE, workers=1, environment_config=config) as server,
-        EnvhubClient(server.target, timeout=60) as client,
-    ):
+    with _serving(gate) as server, EnvhubClient(server.target, timeout=60) as client:
         failed: list[BaseException] = []
 
         def create() -> None:
