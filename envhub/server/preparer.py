@@ -11,6 +11,7 @@ create go before the background ones (`tasks_to_prepare`), which are done one at
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -26,6 +27,7 @@ from envhub.core.environment import EnvironmentKind, TaskSpec
 from envhub.core.registry import build_kind
 
 log = logging.getLogger(__name__)
+_HELPER = "from envhub.server.preparer import helper_entry; helper_entry()"
 NICENESS = 10
 """How much lower the helper's CPU priority is than the worker's (preparing must not slow serving)."""
 _ASKED, _AHEAD = 0, 1
@@ -46,6 +48,15 @@ def helper_main(environment: str, config: dict[str, Any], tasks: IO[str], answer
             answers.flush()
     finally:
         kind.close()
+
+
+def helper_entry() -> None:
+    """`python -c` entry of the helper: arguments environment, JSON configuration; stdin/stdout the lane."""
+    answers = os.fdopen(os.dup(1), "w")  # only answers go to the worker: anything printed goes to stderr
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):  # the worker is gone
+        helper_main(sys.argv[1], json.loads(sys.argv[2]), sys.stdin, answers)
 
 
 class Preparer:
@@ -95,7 +106,7 @@ class Preparer:
         # A plain subprocess: the worker is a daemon process, which multiprocessing forbids children;
         # the helper ends by itself when its input closes (the worker is gone).
         if self._process is None or self._process.poll() is not None:
-            command = [sys.executable, "-m", "envhub.server.preparer", self._environment, json.dumps(self._config)]
+            command = [sys.executable, "-c", _HELPER, self._environment, json.dumps(self._config)]
             self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         process = self._process
         if process.stdin is None or process.stdout is None:
@@ -113,10 +124,3 @@ class Preparer:
         if self._process is not None:
             self._process.kill()
             self._process.wait()
-
-
-if __name__ == "__main__":
-    _answers = os.fdopen(os.dup(1), "w")  # only answers go to the worker: anything printed goes to stderr
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    helper_main(sys.argv[1], json.loads(sys.argv[2]), sys.stdin, _answers)

@@ -166,7 +166,7 @@ class Worker:
         if self.alive and self._conn is not None:
             self.alive = False
             try:
-                self._conn.send(ops.Stop())
+                self._conn.send((next(self._call_ids), ops.Stop()))
             except OSError:
                 log.warning("worker %s/%d pipe already closed", self.environment, self.index)
             self._detach()

@@ -220,22 +220,26 @@ def _as_envhub_error(exc: Exception) -> errors.EnvhubError:
 
 
 def _read(conn: Connection, state: WorkerState, preparer: Preparer, inbox: queue.SimpleQueue[Any]) -> None:
-    """The reading thread: operations into `inbox` in arrival order, unprepared creations via the preparer."""
-    while True:
-        try:
+    """The reading thread: operations into `inbox` in arrival order, unprepared creations via the preparer.
+
+    Ends (and so ends the worker) at Stop, when the server's end of the pipe closes, or on a bad message.
+    """
+    try:
+        while True:
             call_id, op = conn.recv()
-        except (EOFError, OSError):
-            break
-        if isinstance(op, ops.Stop):
-            break
-        unprepared = state.unprepared_task(op)
-        if unprepared is None:
-            inbox.put((call_id, op))
-            continue
-        session_id, task = unprepared
-        state.preparing.add(session_id)
-        preparer.prepare(task, functools.partial(inbox.put, (call_id, op)))
-    inbox.put(None)
+            if isinstance(op, ops.Stop):
+                break
+            unprepared = state.unprepared_task(op)
+            if unprepared is None:
+                inbox.put((call_id, op))
+                continue
+            session_id, task = unprepared
+            state.preparing.add(session_id)
+            preparer.prepare(task, functools.partial(inbox.put, (call_id, op)))
+    except (EOFError, OSError):
+        pass
+    finally:
+        inbox.put(None)
 
 
 def _serve(conn: Connection, state: WorkerState, inbox: queue.SimpleQueue[Any]) -> None:
