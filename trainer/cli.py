@@ -52,7 +52,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="the config's few-minute size (noisy numbers)")
     p.add_argument("--seeds", type=int, help="seeds per arm (default: the config's)")
     p.add_argument("--out", help="output folder (default: runs/compare-<config>[-quick])")
-    p.add_argument("--models", help="tiny models folder, made and cached (default: runs/models[-quick])")
+    p.add_argument(
+        "--models",
+        default="runs/models",
+        help="folder of the SFT teacher and warm student: reused when present (e.g. made by `trainer quickstart`), "
+        "else made there (default: runs/models, the quickstart's)",
+    )
+    p.add_argument("--arms", help="comma-separated subset of the arms (default: all)")
+    p.add_argument(
+        "--size",
+        action="append",
+        default=[],
+        metavar="FIELD=N",
+        help="override one size field (steps, eval_every, eval_tasks, ...); the report says it was narrowed",
+    )
     p = sub.add_parser("bench", help="learner overhead and rollout throughput benchmarks")
     p.add_argument("--out", default="docs/results", help="folder for trainer-bench.json / .md")
     p.add_argument("--repeats", type=int, default=5)
@@ -80,8 +93,14 @@ def _run(args: argparse.Namespace) -> int:
         from trainer.compare import compare
 
         default_out = f"runs/compare-{Path(args.config).stem}{'-quick' if args.quick else ''}"
-        models = args.models or ("runs/models-quick" if args.quick else "runs/models")
-        compare(args.config, args.out or default_out, models, quick=args.quick, seeds=args.seeds)
+        arms = [a for a in (args.arms or "").split(",") if a]
+        try:
+            sizes = {k: int(v) for k, v in (item.split("=", 1) for item in args.size)}
+        except ValueError as exc:
+            raise ConfigError(f"--size takes FIELD=N (an integer): {args.size}") from exc
+        if args.seeds:
+            sizes["seeds"] = args.seeds
+        compare(args.config, args.out or default_out, args.models, quick=args.quick, sizes=sizes, arms=arms)
         return 0
     if args.command == "bench":
         from trainer.bench import run_bench

@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from trainer.compare.report import write_report
 from trainer.compare.run import run_compare
-from trainer.compare.spec import CompareSpec, load_spec
+from trainer.compare.spec import SIZE_FIELDS, CompareSpec, load_spec
 
 __all__ = ["CompareSpec", "compare", "load_spec"]
 
 
 def compare(
-    name: str, out_dir: str | Path, models_dir: str | Path, *, quick: bool = False, seeds: int | None = None
+    name: str,
+    out_dir: str | Path,
+    models_dir: str | Path,
+    *,
+    quick: bool = False,
+    sizes: Mapping[str, int] | None = None,
+    arms: Sequence[str] = (),
 ) -> Path:
-    """Run the comparison `name` (`--quick` size when asked) and write its report; returns report.md."""
-    spec = load_spec(name).sized(quick, seeds)
-    baselines, runs = run_compare(spec, out_dir, models_dir)
-    report = write_report(spec, baselines, runs, Path(out_dir), quick)
+    """Run the comparison `name` (`--quick` size when asked; `sizes` and `arms` narrow it) and write its report."""
+    shipped = load_spec(name)
+    spec = shipped.sized(quick, sizes, arms)
+    label = "`--quick` size" if quick else "default size"
+    standard = shipped.sized(quick)
+    changed = [f"{f}={getattr(spec, f)}" for f in SIZE_FIELDS if getattr(spec, f) != getattr(standard, f)]
+    if len(spec.arms) != len(shipped.arms):
+        changed.append(f"{len(spec.arms)} of {len(shipped.arms)} arms")
+    if changed:
+        label += f", NARROWED: {', '.join(changed)}"
+    baselines, runs, machine = run_compare(spec, out_dir, models_dir)
+    report = write_report(spec, baselines, runs, machine, Path(out_dir), label)
     print(f"compare report: {report}")
     return report

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from trainer.compare.run import ArmRun, Baselines
 from trainer.compare.spec import CompareSpec
@@ -13,6 +14,11 @@ HEADER = (
     "| arm | held-out success (mean ± sd over seeds) | mean turns | student tokens generated "
     "| teacher tokens scored | wall s per run | paper (orientation only) |\n|---|---|---|---|---|---|---|"
 )
+
+
+def _teacher_tokens(runs: Sequence[ArmRun]) -> str:
+    scored = [r.teacher_tokens for r in runs if r.teacher_tokens is not None]
+    return f"{statistics.fmean(scored):,.0f}" if scored else "not logged (async driver)"
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
@@ -45,8 +51,42 @@ def plot_curves(runs: Sequence[ArmRun], arms: Sequence[str], x: str, path: Path)
     return path
 
 
-def write_report(spec: CompareSpec, baselines: Baselines, runs: Sequence[ArmRun], out: Path, quick: bool) -> Path:
-    """`out/report.md` with the table, the two plots and the paper's numbers for orientation."""
+def _claims(spec: CompareSpec, runs: Sequence[ArmRun]) -> str:
+    """Each paper claim `a > b` of the config checked on the final held-out success and on the mean over the
+    curve (early and late), with the seed spread: the verdict says whether the gap exceeds the spread."""
+    rows = []
+    arms = {a.name for a in spec.arms}
+    for claim in spec.claims:
+        a, b = claim["better"], claim["worse"]
+        if a not in arms or b not in arms:
+            continue
+        cells = []
+        for measure in (lambda r: r.success[-1], lambda r: statistics.fmean(r.success[1:])):
+            (ma, sa), (mb, sb) = (_mean_sd([measure(r) for r in runs if r.arm == name]) for name in (a, b))
+            spread = (sa**2 + sb**2) ** 0.5
+            verdict = "holds" if ma - mb > spread else "same sign, within spread" if ma > mb else "does NOT hold"
+            cells.append(f"{ma:.2f} vs {mb:.2f} ({ma - mb:+.2f}, spread {spread:.2f}): {verdict}")
+        rows.append(f"| {claim['text']} | {cells[0]} | {cells[1]} |")
+    if not rows:
+        return ""
+    return (
+        "| paper's claim (a > b) | final held-out success, a vs b | mean over the evaluated steps, a vs b |\n"
+        "|---|---|---|\n" + "\n".join(rows)
+    )
+
+
+def _sft_line(name: str, info: dict[str, Any]) -> str:
+    key, result = info["key"], info["result"]
+    return (
+        f"{name}: {key['steps']} SFT steps on {key['examples']} expert turns, held-out per-turn exact match "
+        f"{result['exact_match_after']:.2f}"
+    )
+
+
+def write_report(
+    spec: CompareSpec, baselines: Baselines, runs: Sequence[ArmRun], machine: dict[str, Any], out: Path, size: str
+) -> Path:
+    """`out/report.md` with the table, the paper claims checked, the two plots and the paper's numbers."""
     arms = [a.name for a in spec.arms]
     plot_curves(runs, arms, "steps", out / "success-vs-steps.png")
     plot_curves(runs, arms, "student_tokens", out / "success-vs-tokens.png")
@@ -59,27 +99,39 @@ def write_report(spec: CompareSpec, baselines: Baselines, runs: Sequence[ArmRun]
         rows.append(
             f"| {name} | {sr:.2f} ± {sr_sd:.2f} | {turns:.1f} ± {turns_sd:.1f} "
             f"| {statistics.fmean(r.student_tokens[-1] for r in mine):,.0f} "
-            f"| {statistics.fmean(r.teacher_tokens for r in mine):,.0f} "
+            f"| {_teacher_tokens(mine)} "
             f"| {statistics.fmean(r.wall_s for r in mine):.0f} | {'' if paper is None else f'{paper:.2f} %'} |"
         )
     s, t = baselines.student, baselines.teacher
     gap = "clearly above" if t.success_rate >= s.success_rate + 0.1 else "NOT clearly above (comparison is weak)"
     links = ", ".join(f"[{name}](runs/{name}/seed0/episodes/step_{spec.steps:06d}.html)" for name in arms)
-    size = "`--quick` size" if quick else "default size"
+    models = baselines.models
+    made = "reused from the models folder" if models["reused"] else "made by this run"
+    load = ", ".join(f"{x:.1f}" for x in machine["load_start"])
+    load_end = ", ".join(f"{x:.1f}" for x in machine["load_end"])
     text = f"""# Comparison `{spec.name}` ({size})
 
 Every arm: the same warm-started student and SFT teacher (tiny models, `{spec.base}`), environment
 **{spec.env}** on one local server, the same training tasks, {spec.seeds} seeds (0..{spec.seeds - 1}: task order and
-sampling), {spec.steps} learner steps, the same rollout budget per step and one learning rate
+sampling), {spec.steps} learner steps and one learning rate
 (optim.lr = {spec.lr}; learning-rate search budget per arm: {spec.lr_search_budget} value, no arm tuned more).
+Rollout budget: {spec.budget}
 Held-out: one episode on each of the first {spec.eval_tasks} tasks of the eval split every {spec.eval_every} steps,
 temperature 0.4, fixed seeds.
 
+Models ({made}): {_sft_line("teacher", models["teacher-sft"])}; {_sft_line("student", models["student-warm"])}.
 Starting points (seed 0): **teacher {t.success_rate:.2f}** held-out success ({t.mean_turns:.1f} turns),
 **student {s.success_rate:.2f}** ({s.mean_turns:.1f} turns): the teacher is {gap} the student.
 
+Whole comparison: {machine["wall_s"] / 60:.1f} min on {machine["cpus"]} CPUs (load average 1/5/15 min at the start
+{load}; at the end {load_end}; the machine may have been shared).
+
 {HEADER}
 {chr(10).join(rows)}
+
+Paper claims at this scale (mean ± sd over seeds; "holds" only where the gap exceeds the combined seed sd):
+
+{_claims(spec, runs)}
 
 Paper column: {spec.paper.get("source", "none")}. Those are billion-parameter students after
 hundreds of steps on GPUs; ours are ~100k-parameter models after {spec.steps} CPU steps, so only the

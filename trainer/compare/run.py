@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from trainer.compare.spec import Arm, CompareSpec
 from trainer.config import TrainerConfig, load_config
 from trainer.driver import train
 from trainer.eval import EvalResult, evaluate
-from trainer.quickstart import expert_episodes, make_models, sft_from_expert
+from trainer.quickstart import SFT_MARKER, expert_episodes, make_models, sft_from_expert
 from trainer.rollout.local_server import LocalServer
+
+TEACHER, STUDENT = "teacher-sft", "student-warm"
+RUN_RECORD = "compare-run.json"
 
 
 @dataclass(frozen=True)
@@ -27,82 +33,162 @@ class ArmRun:
     mean_turns: list[float]
     student_tokens: list[float]
     """Student tokens generated in training rollouts, cumulative at each evaluated step."""
-    teacher_tokens: float
+    teacher_tokens: float | None
+    """Teacher tokens scored over the run (None where the driver does not log it: the async driver)."""
     wall_s: float
 
 
 @dataclass(frozen=True)
 class Baselines:
-    """Starting points every arm shares (seed-0 evaluation of the student and teacher)."""
+    """Starting points every arm shares (seed-0 evaluation of the student and teacher) and how they were made."""
 
     student: EvalResult
     teacher: EvalResult
+    models: dict[str, Any]
+    """`sft.json` of the teacher and the student (SFT steps, per-turn exact match) and whether they were reused."""
 
 
 def arm_config(spec: CompareSpec, arm: Arm, seed: int, out: Path, models: Path, target: str) -> TrainerConfig:
     """The trainer config of one arm and seed, over the shared server and models."""
-    return load_config(
+    config = load_config(
         spec.base,
         [
             f"env.name={spec.env}",
             f"env.targets=[{target}]",
             f"output_dir={out / 'runs' / arm.name / f'seed{seed}'}",
-            f"models.student={models / 'student-warm'}",
-            f"models.teacher={models / 'teacher-sft'}",
+            f"models.student={models / STUDENT}",
+            f"models.teacher={models / TEACHER}",
             *spec.arm_overrides(arm, seed),
         ],
     )
+    if config.divopd.enabled:  # the async driver has no periodic eval: compare evaluates its checkpoints
+        config = config.model_copy(update={"checkpoint_every": spec.eval_every})
+    return config
 
 
-def read_curve(arm: Arm, seed: int, output_dir: Path, start: EvalResult, wall_s: float) -> ArmRun:
-    """The arm's held-out curve and token counts from its metrics.jsonl."""
+def prepare_models(spec: CompareSpec, base: TrainerConfig, target: str, models: Path) -> dict[str, Any]:
+    """Reuse the SFT teacher and warm student already in `models` (made by `trainer quickstart` or an earlier
+    compare, whatever their SFT sizes), else make them with the quickstart's functions at the spec's sizes."""
+    markers = {name: models / name / SFT_MARKER for name in (TEACHER, STUDENT)}
+    reused = all(m.is_file() for m in markers.values())
+    if reused:
+        print(f"compare: reusing the SFT teacher and warm student in {models}")
+    else:
+        sizes = f"SFT {spec.teacher_sft_steps}/{spec.student_sft_steps} steps"
+        print(f"compare: making the tiny models in {models} ({sizes})")
+        episodes = expert_episodes(base, target, spec.expert_tasks)
+        tiny = make_models(base, episodes, models)
+        sft_from_expert(base, episodes, tiny.teacher, steps=spec.teacher_sft_steps, out_dir=models / TEACHER)
+        sft_from_expert(base, episodes, tiny.student, steps=spec.student_sft_steps, out_dir=models / STUDENT)
+    from trainer.models.loading import check_same_tokenizer, load_tokenizer
+
+    check_same_tokenizer(load_tokenizer(models / TEACHER), load_tokenizer(models / STUDENT))
+    info: dict[str, Any] = {name: json.loads(m.read_text()) for name, m in markers.items()}
+    info["reused"] = reused
+    return info
+
+
+def read_curve(
+    arm: Arm, seed: int, output_dir: Path, start: EvalResult, wall_s: float, evals: dict[int, EvalResult] | None = None
+) -> ArmRun:
+    """The arm's held-out curve and token counts from its metrics.jsonl: held-out results from the logged
+    `eval/*`, or for checkpoint-evaluated (async) runs from `evals` by step, whose teacher tokens are not logged."""
     records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines() if line]
     steps, success, turns, tokens = [0], [start.success_rate], [start.mean_turns], [0.0]
-    generated = scored = 0.0
+    generated, scored = 0.0, 0.0
     for record in records:
         generated += record.get("rollout/generated_tokens") or 0.0
         scored += record.get("teacher/tokens_scored") or 0.0
+        result = (evals or {}).get(record["step"])
         if record.get("eval/success_rate") is not None:
-            steps.append(record["step"])
             success.append(record["eval/success_rate"])
             turns.append(record["eval/mean_turns"])
-            tokens.append(generated)
-    return ArmRun(arm.name, seed, steps, success, turns, tokens, scored, wall_s)
+        elif result is not None:
+            success.append(result.success_rate)
+            turns.append(result.mean_turns)
+        else:
+            continue
+        steps.append(record["step"])
+        tokens.append(generated)
+    return ArmRun(arm.name, seed, steps, success, turns, tokens, None if evals else scored, wall_s)
 
 
-def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path) -> tuple[Baselines, list[ArmRun]]:
-    """Models (cached), the shared baselines, then every arm x seed; results also in `out/runs.json`."""
+def checkpoint_evals(config: TrainerConfig, output_dir: Path, target: str, seed: int) -> dict[int, EvalResult]:
+    """Held-out results of every saved checkpoint of a run (the async driver's arms); seed 0 writes the last
+    one's sample episodes where the sync driver writes them (`episodes/step_N.html`)."""
+    checkpoints = sorted((output_dir / "checkpoints").glob("step_*"))
+    evals = {}
+    for checkpoint in checkpoints:
+        step = int(checkpoint.name.removeprefix("step_"))
+        last = seed == 0 and checkpoint == checkpoints[-1]
+        html = output_dir / "episodes" / f"{checkpoint.name}.html" if last else None
+        evals[step] = evaluate(config, str(checkpoint), targets=[target], seed=seed, html=html)
+    return evals
+
+
+def run_arm(config: TrainerConfig, arm: Arm, seed: int, target: str, start: EvalResult) -> ArmRun:
+    """Train one arm x seed from scratch (a stopped attempt's folder is cleared first: metrics.jsonl appends),
+    read its curve and record it next to the run (`RUN_RECORD`, with its config)."""
+    shutil.rmtree(config.output_dir, ignore_errors=True)
+    t0 = time.perf_counter()
+    result = train(config, progress=False)
+    evals = checkpoint_evals(config, result.output_dir, target, seed) if config.divopd.enabled else None
+    run = read_curve(arm, seed, result.output_dir, start, time.perf_counter() - t0, evals)
+    record = {"config": config.model_dump(mode="json"), "run": asdict(run)}
+    (result.output_dir / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    return run
+
+
+def finished_run(config: TrainerConfig) -> ArmRun | None:
+    """The recorded result of an arm x seed already run with exactly this config (an interrupted comparison
+    resumes where it stopped), else None."""
+    path = Path(config.output_dir) / RUN_RECORD
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    if record.get("config") != config.model_dump(mode="json"):
+        return None
+    print(f"compare: reusing the finished run in {path.parent}")
+    return ArmRun(**record["run"])
+
+
+def run_compare(
+    spec: CompareSpec, out_dir: str | Path, models_dir: str | Path
+) -> tuple[Baselines, list[ArmRun], dict[str, Any]]:
+    """Models (reused or made), the shared baselines, then every arm x seed; results (and the machine's load and
+    the total wall time) also in `out/runs.json`."""
     out, models = Path(out_dir), Path(models_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs: list[ArmRun] = []
+    t_start, load_start = time.perf_counter(), os.getloadavg()
     with LocalServer(spec.env) as server:
         base = arm_config(spec, spec.arms[0], 0, out, models, server.address)
-        episodes = expert_episodes(base, server.address, spec.expert_tasks)
-        tiny = make_models(base, episodes, models)
-        sft_from_expert(base, episodes, tiny.teacher, steps=spec.teacher_sft_steps, out_dir=models / "teacher-sft")
-        sft_from_expert(base, episodes, tiny.student, steps=spec.student_sft_steps, out_dir=models / "student-warm")
+        info = prepare_models(spec, base, server.address, models)
         held_out = base.model_copy(update={"eval": base.eval.model_copy(update={"num_tasks": spec.eval_tasks})})
         baselines = Baselines(
             student=evaluate(
-                held_out, str(models / "student-warm"), targets=[server.address], html=out / "episodes-student.html"
+                held_out, str(models / STUDENT), targets=[server.address], html=out / "episodes-student.html"
             ),
             teacher=evaluate(
-                held_out, str(models / "teacher-sft"), targets=[server.address], html=out / "episodes-teacher.html"
+                held_out, str(models / TEACHER), targets=[server.address], html=out / "episodes-teacher.html"
             ),
+            models=info,
         )
         starts = {
-            seed: evaluate(held_out, str(models / "student-warm"), targets=[server.address], seed=seed)
+            seed: evaluate(held_out, str(models / STUDENT), targets=[server.address], seed=seed)
             for seed in range(spec.seeds)
         }
-        for arm in spec.arms:
-            for seed in range(spec.seeds):
+        for seed in range(spec.seeds):  # seed-major: a stopped comparison has every arm at the first seeds
+            for arm in spec.arms:
                 config = arm_config(spec, arm, seed, out, models, server.address)
-                t0 = time.perf_counter()
-                result = train(config, progress=False)
-                wall = time.perf_counter() - t0
-                runs.append(read_curve(arm, seed, result.output_dir, starts[seed], wall))
-                print(f"compare: {arm.name} seed {seed}: held-out success {runs[-1].success[-1]:.2f} ({wall:.0f} s)")
-    (out / "runs.json").write_text(
-        json.dumps({"baselines": asdict(baselines), "runs": [asdict(r) for r in runs]}, indent=2) + "\n"
-    )
-    return baselines, runs
+                runs.append(finished_run(config) or run_arm(config, arm, seed, server.address, starts[seed]))
+                print(f"compare: {arm.name} seed {seed}: held-out success {runs[-1].success[-1]:.2f}")
+    machine = {
+        "wall_s": time.perf_counter() - t_start,
+        "cpus": os.cpu_count(),
+        "load_start": load_start,
+        "load_end": os.getloadavg(),
+    }
+    record = {"baselines": asdict(baselines), "machine": machine, "runs": [asdict(r) for r in runs]}
+    (out / "runs.json").write_text(json.dumps(record, indent=2) + "\n")
+    return baselines, runs, machine

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,17 +38,40 @@ class CompareSpec:
     eval_tasks: int
     lr: float
     lr_search_budget: int
+    budget: str
+    """Which rollout budget the arms match, in words (written into the report)."""
     expert_tasks: int
     teacher_sft_steps: int
     student_sft_steps: int
     common: tuple[str, ...] = ()
     quick: dict[str, Any] = field(default_factory=dict)
     paper: dict[str, Any] = field(default_factory=dict)
+    claims: tuple[dict[str, str], ...] = ()
+    """The papers' claims `better > worse` (arm names) that the report checks, each with its `text`."""
 
-    def sized(self, quick: bool, seeds: int | None = None) -> CompareSpec:
-        """The `--quick` size when asked, with an explicit seed count on top."""
+    def sized(self, quick: bool, sizes: Mapping[str, int] | None = None, arms: Sequence[str] = ()) -> CompareSpec:
+        """The `--quick` size when asked, with explicit size fields (`seeds`, `steps`, ...) and a subset of the
+        arms on top."""
+        explicit: dict[str, Any] = dict(sizes or {})
+        unknown_sizes = set(explicit) - set(SIZE_FIELDS)
+        if unknown_sizes:
+            raise ConfigError(f"only {', '.join(SIZE_FIELDS)} can be sized; got {sorted(unknown_sizes)}")
+        unknown = set(arms) - {a.name for a in self.arms}
+        if unknown:
+            raise ConfigError(f"unknown arms {sorted(unknown)}; {self.name} has {', '.join(a.name for a in self.arms)}")
         spec = replace(self, **self.quick) if quick else self
-        return replace(spec, seeds=seeds) if seeds else spec
+        spec = replace(spec, **explicit)
+        if arms:
+            spec = replace(spec, arms=tuple(a for a in spec.arms if a.name in arms))
+        return spec.checked(f"{self.name} sized")
+
+    def checked(self, where: str) -> CompareSpec:
+        """This spec, after checking what every run relies on."""
+        if len({a.name for a in self.arms}) != len(self.arms):
+            raise ConfigError(f"{where}: arm names must be unique")
+        if self.steps % self.eval_every:
+            raise ConfigError(f"{where}: steps ({self.steps}) must be a multiple of eval_every ({self.eval_every})")
+        return self
 
     def arm_overrides(self, arm: Arm, seed: int) -> list[str]:
         """Config overrides of one arm and seed (budget and learning rate identical across arms)."""
@@ -79,11 +103,8 @@ def load_spec(name: str | Path) -> CompareSpec:
         unknown = set(data.get("quick", {})) - set(SIZE_FIELDS)
         if unknown:
             raise ConfigError(f"{path}: quick may only size {', '.join(SIZE_FIELDS)}; got {sorted(unknown)}")
-        spec = CompareSpec(name=path.stem, arms=arms, common=tuple(data.pop("common", ())), **data)
+        claims = tuple(data.pop("claims", ()))
+        spec = CompareSpec(name=path.stem, arms=arms, common=tuple(data.pop("common", ())), claims=claims, **data)
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: bad comparison config ({exc})") from exc
-    if len({a.name for a in arms}) != len(arms):
-        raise ConfigError(f"{path}: arm names must be unique")
-    if spec.steps % spec.eval_every:
-        raise ConfigError(f"{path}: steps ({spec.steps}) must be a multiple of eval_every ({spec.eval_every})")
-    return spec
+    return spec.checked(str(path))

@@ -1,4 +1,5 @@
-"""`trainer compare --config atod-ablation --quick` end to end: every arm trains, the report and plots exist."""
+"""`trainer compare --config atod-ablation --quick` end to end over already-made models: the sync (ATOD), async
+(DivOPD, checkpoint-evaluated) and branching (BranchOPD) drivers train, the report, plots and pages exist."""
 
 from __future__ import annotations
 
@@ -8,24 +9,46 @@ from pathlib import Path
 import pytest
 
 from trainer.cli import main
+from trainer.config import load_config
+
+ARMS = ["atod", "divopd-base", "branchopd"]
+
+
+def cheap_models(models: Path) -> None:
+    """The quickstart's SFT teacher and warm student, made with a few SFT steps (compare reuses them as is)."""
+    from trainer.quickstart import expert_episodes, make_models, sft_from_expert
+    from trainer.rollout.local_server import LocalServer
+
+    config = load_config("quickstart.yaml")
+    with LocalServer("alfworld") as server:
+        episodes = expert_episodes(config, server.address, 16)
+    tiny = make_models(config, episodes, models)
+    sft_from_expert(config, episodes, tiny.teacher, steps=20, out_dir=models / "teacher-sft")
+    sft_from_expert(config, episodes, tiny.student, steps=10, out_dir=models / "student-warm")
 
 
 @pytest.mark.slow
 def test_quick_atod_ablation_writes_report(tmp_path: Path) -> None:
     pytest.importorskip("alfworld")
-    out = tmp_path / "compare"
-    argv = ["compare", "--config", "atod-ablation", "--quick", "--out", str(out), "--models", str(tmp_path / "m")]
-    assert main(argv) == 0
+    models, out = tmp_path / "models", tmp_path / "compare"
+    cheap_models(models)
+    argv = ["compare", "--config", "atod-ablation", "--quick", "--out", str(out), "--models", str(models)]
+    assert main([*argv, "--arms", ",".join(ARMS)]) == 0
     report = (out / "report.md").read_text()
-    runs = json.loads((out / "runs.json").read_text())["runs"]
-    arms = ["grpo", "opd", "opd-multi", "atod", "atod-tdur-none", "atod-tdur-token", "atod-anneal-off"]
-    assert sorted({r["arm"] for r in runs}) == sorted(arms) and len(runs) == 2 * len(arms)
+    record = json.loads((out / "runs.json").read_text())
+    runs = record["runs"]
+    assert [r["arm"] for r in runs] == ARMS  # --quick: one seed
+    made = record["baselines"]["models"]
+    assert made["reused"] and made["teacher-sft"]["key"]["steps"] == 20
     for run in runs:
         assert run["steps"] == [0, 2] and run["student_tokens"][-1] > 0
-        assert (run["teacher_tokens"] > 0) == (run["arm"] != "grpo")
-    for arm in arms:
+    assert runs[0]["teacher_tokens"] > 0 and runs[2]["teacher_tokens"] > 0
+    assert runs[1]["teacher_tokens"] is None and "not logged (async driver)" in report
+    for arm in ARMS:
         assert f"| {arm} |" in report
         assert (out / "runs" / arm / "seed0" / "episodes" / "step_000002.html").is_file()
+    assert "NARROWED: 3 of 9 arms" in report and "20 SFT steps" in report
+    assert "ATOD > tdur=none" not in report and "BranchOPD >= OPD" not in report  # claims need both arms
     assert "teacher" in report and "student" in report and "82.81" in report
     for png in ("success-vs-steps.png", "success-vs-tokens.png", "episodes-teacher.html", "episodes-student.html"):
         assert (out / png).stat().st_size > 1000

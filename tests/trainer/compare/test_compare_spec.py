@@ -22,18 +22,41 @@ def test_atod_ablation_arms_share_one_budget() -> None:
         "atod-tdur-none",
         "atod-tdur-token",
         "atod-anneal-off",
+        "divopd-base",
+        "branchopd",
     ]
     configs = {a.name: arm_config(spec, a, 1, Path("out"), Path("models"), "127.0.0.1:1") for a in spec.arms}
     for name, config in configs.items():
         get_objective(config.objective.name)  # registered
         assert config.optim.lr == spec.lr and config.steps == spec.steps and config.seed == 1
-        assert config.rollout.group_size * config.rollout.tasks_per_step == 32, name
         assert config.models.student == "models/student-warm" and config.env.targets == ["127.0.0.1:1"]
-    assert configs["opd"].rollout.group_size == 1 and configs["opd-multi"].rollout.group_size == 8
+        rollout = config.rollout
+        if config.divopd.enabled:  # every lockstep producer plays one rollout batch per update
+            per_step = rollout.tasks_per_step * config.divopd.producers
+        elif rollout.strategy == "branch":  # mains + at most forks x continuations each
+            fork = config.fork_config()
+            per_step = rollout.tasks_per_step * (1 + fork.num_forks * fork.continuations)
+        else:
+            per_step = rollout.group_size * rollout.tasks_per_step
+        assert per_step == 16 or (rollout.strategy == "branch" and per_step <= 16), name
+    assert configs["opd"].rollout.group_size == 1 and configs["opd-multi"].rollout.group_size == 4
+    divopd = configs["divopd-base"].divopd
+    assert divopd.reader == "divopd-base" and divopd.schedule == "lockstep"
+    assert configs["divopd-base"].checkpoint_every == spec.eval_every  # compare evaluates its checkpoints
+    assert configs["branchopd"].rollout.snapshots and configs["branchopd"].objective.name == "branchopd"
     assert configs["atod-tdur-token"].objective.params["tdur"] == "token"
     assert configs["atod-anneal-off"].objective.params["anneal"] is False
-    quick = spec.sized(True, seeds=3)
+    quick = spec.sized(True, {"seeds": 3}, arms=["grpo", "branchopd"])
     assert quick.steps < spec.steps and quick.seeds == 3 and quick.lr == spec.lr
+    assert [a.name for a in quick.arms] == ["grpo", "branchopd"]
+    assert spec.sized(False, {"steps": 4, "eval_every": 2}).steps == 4
+    with pytest.raises(ConfigError, match="unknown arms"):
+        spec.sized(False, arms=["nope"])
+    with pytest.raises(ConfigError, match="only seeds, steps"):
+        spec.sized(False, {"lr": 1})
+    with pytest.raises(ConfigError, match="multiple of eval_every"):
+        spec.sized(False, {"steps": 5})
+    assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= {a.name for a in spec.arms}
 
 
 def test_unknown_comparison_names_the_shipped_ones(tmp_path: Path) -> None:
