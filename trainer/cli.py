@@ -48,13 +48,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--env", choices=["alfworld", "scienceworld", "webshop"], help="default: alfworld if installed")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p = sub.add_parser("compare", help="several objectives/ablations under one budget: report.md + curves")
-    p.add_argument("--config", required=True, help="comparison name (trainer/configs/compare/) or YAML path")
+    p.add_argument(
+        "--config",
+        required=True,
+        help="comparison name (trainer/configs/compare/; divopd-stress and branchopd-savings run their own modules) "
+        "or YAML path",
+    )
     p.add_argument("--quick", action="store_true", help="the config's few-minute size (noisy numbers)")
     p.add_argument("--seeds", type=int, help="seeds per arm (default: the config's)")
     p.add_argument("--out", help="output folder (default: runs/compare-<config>[-quick])")
     p.add_argument(
         "--models",
-        default="runs/models",
         help="folder of the SFT teacher and warm student: reused when present (e.g. made by `trainer quickstart`), "
         "else made there (default: runs/models, the quickstart's)",
     )
@@ -65,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FIELD=N",
         help="override one size field (steps, eval_every, eval_tasks, ...); the report says it was narrowed",
+    )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: report the runs already finished in --out (a stopped comparison), with the baselines",
     )
     p = sub.add_parser("bench", help="learner overhead and rollout throughput benchmarks")
     p.add_argument("--out", default="docs/results", help="folder for trainer-bench.json / .md")
@@ -93,6 +102,10 @@ def _run(args: argparse.Namespace) -> int:
         from trainer.compare import compare
 
         default_out = f"runs/compare-{Path(args.config).stem}{'-quick' if args.quick else ''}"
+        from trainer.compare.delegated import is_delegated, run_delegated
+
+        if is_delegated(args.config):
+            return run_delegated(Path(args.config).stem, args.out or default_out, args.models, args.quick)
         arms = [a for a in (args.arms or "").split(",") if a]
         try:
             sizes = {k: int(v) for k, v in (item.split("=", 1) for item in args.size)}
@@ -100,7 +113,9 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--size takes FIELD=N (an integer): {args.size}") from exc
         if args.seeds:
             sizes["seeds"] = args.seeds
-        compare(args.config, args.out or default_out, args.models, quick=args.quick, sizes=sizes, arms=arms)
+        models = args.models or "runs/models"
+        out = args.out or default_out
+        compare(args.config, out, models, quick=args.quick, sizes=sizes, arms=arms, report_only=args.report_only)
         return 0
     if args.command == "bench":
         from trainer.bench import run_bench

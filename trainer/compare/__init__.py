@@ -20,6 +20,7 @@ def compare(
     quick: bool = False,
     sizes: Mapping[str, int] | None = None,
     arms: Sequence[str] = (),
+    report_only: bool = False,
 ) -> Path:
     """Run the comparison `name` (`--quick` size when asked; `sizes` and `arms` narrow it) and write its report."""
     shipped = load_spec(name)
@@ -31,7 +32,9 @@ def compare(
         changed.append(f"{len(spec.arms)} of {len(shipped.arms)} arms")
     if changed:
         label += f", NARROWED: {', '.join(changed)}"
-    baselines, runs, machine = run_compare(spec, out_dir, models_dir)
+    if report_only:
+        label += "; report of the runs that had finished (the rest did not run)"
+    baselines, runs, machine = run_compare(spec, out_dir, models_dir, report_only)
     report = write_report(spec, baselines, runs, machine, Path(out_dir), label)
     print(f"compare report: {report}")
     return report

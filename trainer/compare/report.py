@@ -11,8 +11,8 @@ from trainer.compare.run import ArmRun, Baselines
 from trainer.compare.spec import CompareSpec
 
 HEADER = (
-    "| arm | held-out success (mean ± sd over seeds) | mean turns | student tokens generated "
-    "| teacher tokens scored | wall s per run | paper (orientation only) |\n|---|---|---|---|---|---|---|"
+    "| arm | seeds | held-out success (mean ± sd over seeds) | mean turns | student tokens generated "
+    "| teacher tokens scored | wall s per run | paper (orientation only) |\n|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -35,6 +35,8 @@ def plot_curves(runs: Sequence[ArmRun], arms: Sequence[str], x: str, path: Path)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name in arms:
         mine = [r for r in runs if r.arm == name]
+        if not mine:
+            continue
         points = list(zip(*(getattr(r, x) for r in mine), strict=True))
         ys = list(zip(*(r.success for r in mine), strict=True))
         xs = [statistics.fmean(p) for p in points]
@@ -58,13 +60,17 @@ def _claims(spec: CompareSpec, runs: Sequence[ArmRun]) -> str:
     arms = {a.name for a in spec.arms}
     for claim in spec.claims:
         a, b = claim["better"], claim["worse"]
-        if a not in arms or b not in arms:
+        seeds = min(sum(r.arm == name for r in runs) for name in (a, b))
+        if a not in arms or b not in arms or not seeds:
             continue
         cells = []
         for measure in (lambda r: r.success[-1], lambda r: statistics.fmean(r.success[1:])):
             (ma, sa), (mb, sb) = (_mean_sd([measure(r) for r in runs if r.arm == name]) for name in (a, b))
             spread = (sa**2 + sb**2) ** 0.5
-            verdict = "holds" if ma - mb > spread else "same sign, within spread" if ma > mb else "does NOT hold"
+            if seeds < 2:
+                verdict = "a > b on one seed (no spread)" if ma > mb else "does NOT hold (one seed)"
+            else:
+                verdict = "holds" if ma - mb > spread else "same sign, within spread" if ma > mb else "does NOT hold"
             cells.append(f"{ma:.2f} vs {mb:.2f} ({ma - mb:+.2f}, spread {spread:.2f}): {verdict}")
         rows.append(f"| {claim['text']} | {cells[0]} | {cells[1]} |")
     if not rows:
@@ -93,11 +99,14 @@ def write_report(
     rows = []
     for name in arms:
         mine = [r for r in runs if r.arm == name]
+        if not mine:
+            rows.append(f"| {name} | 0 | not run | | | | | |")
+            continue
         sr, sr_sd = _mean_sd([r.success[-1] for r in mine])
         turns, turns_sd = _mean_sd([r.mean_turns[-1] for r in mine])
         paper = spec.paper.get("success", {}).get(name)
         rows.append(
-            f"| {name} | {sr:.2f} ± {sr_sd:.2f} | {turns:.1f} ± {turns_sd:.1f} "
+            f"| {name} | {len(mine)} | {sr:.2f} ± {sr_sd:.2f} | {turns:.1f} ± {turns_sd:.1f} "
             f"| {statistics.fmean(r.student_tokens[-1] for r in mine):,.0f} "
             f"| {_teacher_tokens(mine)} "
             f"| {statistics.fmean(r.wall_s for r in mine):.0f} | {'' if paper is None else f'{paper:.2f} %'} |"
@@ -108,6 +117,7 @@ def write_report(
     models = baselines.models
     made = "reused from the models folder" if models["reused"] else "made by this run"
     load = ", ".join(f"{x:.1f}" for x in machine["load_start"])
+    minutes = machine["wall_s"] / 60
     load_end = ", ".join(f"{x:.1f}" for x in machine["load_end"])
     text = f"""# Comparison `{spec.name}` ({size})
 
@@ -123,8 +133,8 @@ Models ({made}): {_sft_line("teacher", models["teacher-sft"])}; {_sft_line("stud
 Starting points (seed 0): **teacher {t.success_rate:.2f}** held-out success ({t.mean_turns:.1f} turns),
 **student {s.success_rate:.2f}** ({s.mean_turns:.1f} turns): the teacher is {gap} the student.
 
-Whole comparison: {machine["wall_s"] / 60:.1f} min on {machine["cpus"]} CPUs (load average 1/5/15 min at the start
-{load}; at the end {load_end}; the machine may have been shared).
+Wall time of {machine.get("wall_of", "the whole comparison")}: {minutes:.1f} min on {machine["cpus"]} CPUs
+(load average 1/5/15 min at the start {load}; at the end {load_end}; the machine may have been shared).
 
 {HEADER}
 {chr(10).join(rows)}

@@ -153,10 +153,11 @@ def finished_run(config: TrainerConfig) -> ArmRun | None:
 
 
 def run_compare(
-    spec: CompareSpec, out_dir: str | Path, models_dir: str | Path
+    spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, report_only: bool = False
 ) -> tuple[Baselines, list[ArmRun], dict[str, Any]]:
-    """Models (reused or made), the shared baselines, then every arm x seed; results (and the machine's load and
-    the total wall time) also in `out/runs.json`."""
+    """Models (reused or made), the shared baselines, then every arm x seed (`report_only`: only the runs already
+    finished in `out`, e.g. of a stopped comparison); results (and the machine's load and the total wall time)
+    also in `out/runs.json`."""
     out, models = Path(out_dir), Path(models_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs: list[ArmRun] = []
@@ -174,17 +175,20 @@ def run_compare(
             ),
             models=info,
         )
-        starts = {
-            seed: evaluate(held_out, str(models / STUDENT), targets=[server.address], seed=seed)
-            for seed in range(spec.seeds)
-        }
+        starts = {0: baselines.student}  # the student's start under each seed's eval seed, evaluated when needed
         for seed in range(spec.seeds):  # seed-major: a stopped comparison has every arm at the first seeds
             for arm in spec.arms:
                 config = arm_config(spec, arm, seed, out, models, server.address)
-                runs.append(finished_run(config) or run_arm(config, arm, seed, server.address, starts[seed]))
+                finished = finished_run(config)
+                if finished is None and report_only:
+                    continue
+                if finished is None and seed not in starts:
+                    starts[seed] = evaluate(held_out, str(models / STUDENT), targets=[server.address], seed=seed)
+                runs.append(finished or run_arm(config, arm, seed, server.address, starts[seed]))
                 print(f"compare: {arm.name} seed {seed}: held-out success {runs[-1].success[-1]:.2f}")
     machine = {
-        "wall_s": time.perf_counter() - t_start,
+        "wall_s": sum(r.wall_s for r in runs) if report_only else time.perf_counter() - t_start,
+        "wall_of": "the reported runs (sum of their wall times)" if report_only else "the whole comparison",
         "cpus": os.cpu_count(),
         "load_start": load_start,
         "load_end": os.getloadavg(),

@@ -36,14 +36,28 @@ def test_report_checks_claims_against_the_seed_spread(tmp_path: Path) -> None:
     assert "(default size, NARROWED: steps=4)" in text
     assert "**teacher 0.38**" in text and "**student 0.06**" in text and "clearly above" in text
     assert "1500 SFT steps" in text and "reused from the models folder" in text
-    assert "| atod | 0.55 ± 0.05 |" in text and "| grpo | 0.15 ± 0.05 |" in text
-    assert "| divopd-base | 0.30 ± 0.00 | 13.0 ± 0.0 | 1,000 | not logged (async driver) |" in text
+    assert "| atod | 2 | 0.55 ± 0.05 |" in text and "| grpo | 2 | 0.15 ± 0.05 |" in text
+    assert "| divopd-base | 2 | 0.30 ± 0.00 | 13.0 ± 0.0 | 1,000 | not logged (async driver) |" in text
     lines = {line.split(" |")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
     assert "0.55 vs 0.15 (+0.40, spread 0.07): holds" in lines["ATOD > GRPO (ATOD Table 1)"]
     assert "0.55 vs 0.50 (+0.05, spread 0.11): same sign, within spread" in lines["ATOD > OPD (ATOD Table 1)"]
     divopd = "DivOPD sampler >= arrival-order OPD (DivOPD Table 2; lockstep, low load)"
     assert "0.30 vs 0.50 (-0.20, spread 0.10): does NOT hold" in lines[divopd]
     assert "T-DUR" not in text  # a claim is checked only when both of its arms ran
-    assert "10.0 min on 2 CPUs" in text and "1.0, 2.0, 3.0" in text
+    assert "the whole comparison: 10.0 min on 2 CPUs" in text and "1.0, 2.0, 3.0" in text
     for png in ("success-vs-steps.png", "success-vs-tokens.png"):
         assert (tmp_path / png).stat().st_size > 1000
+
+
+def test_report_of_a_stopped_comparison_marks_single_seeds(tmp_path: Path) -> None:
+    spec = load_spec("atod-ablation").sized(False, {"steps": 4, "eval_every": 2}, arms=["atod", "grpo", "opd"])
+    baselines = Baselines(
+        student=EvalResult("s", "valid_seen", 16, 0.06, 14.8, 0.01, 5.0),
+        teacher=EvalResult("t", "valid_seen", 16, 0.38, 12.0, 0.0, 5.0),
+        models={"teacher-sft": sft(1500, 0.67), "student-warm": sft(600, 0.40), "reused": True},
+    )
+    machine = {"wall_s": 60.0, "cpus": 2, "load_start": (1.0, 1.0, 1.0), "load_end": (1.0, 1.0, 1.0)}
+    runs = [run("atod", 0), run("atod", 1), run("grpo", 0)]  # opd never ran, grpo one seed
+    text = write_report(spec, baselines, runs, machine, tmp_path, "default size").read_text()
+    assert "| opd | 0 | not run |" in text and "| grpo | 1 | 0.10 ± 0.00 |" in text
+    assert "a > b on one seed (no spread)" in text and "ATOD > OPD" not in text

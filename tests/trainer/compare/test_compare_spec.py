@@ -66,3 +66,13 @@ def test_unknown_comparison_names_the_shipped_ones(tmp_path: Path) -> None:
     bad.write_text("base: quickstart.yaml\narms: []\n")
     with pytest.raises(ConfigError, match="bad comparison config"):
         load_spec(bad)
+
+
+def test_delegated_comparisons_map_out_models_and_quick() -> None:
+    from trainer.compare.delegated import delegated_argv, is_delegated
+
+    assert is_delegated("divopd-stress") and is_delegated("branchopd-savings") and not is_delegated("atod-ablation")
+    argv = delegated_argv("divopd-stress", "out", "m", quick=True)
+    assert argv[:4] == ["--out", "out", "--runs", str(Path("out") / "runs")]
+    assert f"models.student={Path('m') / 'student-warm'}" in argv and argv[-4:] == ["4", "--loads", "low", "high"]
+    assert delegated_argv("branchopd-savings", "out", None, quick=False) == ["--out", "out"]
