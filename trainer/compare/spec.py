@@ -74,7 +74,8 @@ class CompareSpec:
         return self
 
     def arm_overrides(self, arm: Arm, seed: int) -> list[str]:
-        """Config overrides of one arm and seed (budget and learning rate identical across arms)."""
+        """Config overrides of one arm and seed (budget and learning rate identical across arms); `$steps` in an
+        arm's overrides is the learner steps of this size (ATOD's annealing spans the run at every size)."""
         return [
             f"steps={self.steps}",
             f"seed={seed}",
@@ -85,7 +86,7 @@ class CompareSpec:
             "resume=false",
             *self.common,
             f"objective.name={arm.objective}",
-            *arm.overrides,
+            *(o.replace("$steps", str(self.steps)) for o in arm.overrides),
         ]
 
 

@@ -17,13 +17,13 @@ def test_atod_ablation_arms_share_one_budget() -> None:
     assert [a.name for a in spec.arms] == [
         "grpo",
         "opd",
+        "divopd-base",
+        "branchopd",
         "opd-multi",
         "atod",
         "atod-tdur-none",
         "atod-tdur-token",
         "atod-anneal-off",
-        "divopd-base",
-        "branchopd",
     ]
     configs = {a.name: arm_config(spec, a, 1, Path("out"), Path("models"), "127.0.0.1:1") for a in spec.arms}
     for name, config in configs.items():
@@ -45,6 +45,7 @@ def test_atod_ablation_arms_share_one_budget() -> None:
     assert configs["divopd-base"].checkpoint_every == spec.eval_every  # compare evaluates its checkpoints
     assert configs["branchopd"].rollout.snapshots and configs["branchopd"].objective.name == "branchopd"
     assert configs["atod-tdur-token"].objective.params["tdur"] == "token"
+    assert configs["atod"].objective.params["coef_anneal_steps"] == spec.steps
     assert configs["atod-anneal-off"].objective.params["anneal"] is False
     quick = spec.sized(True, {"seeds": 3}, arms=["grpo", "branchopd"])
     assert quick.steps < spec.steps and quick.seeds == 3 and quick.lr == spec.lr
