@@ -19,6 +19,7 @@ from trainer.rollout.local_server import LocalServer
 
 TEACHER, STUDENT = "teacher-sft", "student-warm"
 RUN_RECORD = "compare-run.json"
+BASELINES = "baselines.json"
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,20 @@ def checkpoint_evals(config: TrainerConfig, output_dir: Path, target: str, seed:
     return evals
 
 
+def shared_baselines(held_out: TrainerConfig, info: dict[str, Any], target: str, models: Path, out: Path) -> Baselines:
+    """Seed-0 held-out evaluation of the warm student and the teacher (with their episode pages), recorded in
+    `out/BASELINES` and reused while the models and the evaluation settings are the same."""
+    env = held_out.env.model_dump(mode="json", exclude={"targets"})
+    key = {"eval": held_out.eval.model_dump(mode="json"), "env": env, "models": info}
+    path = out / BASELINES
+    if path.is_file() and (record := json.loads(path.read_text()))["key"] == key:
+        return Baselines(EvalResult(**record["student"]), EvalResult(**record["teacher"]), info)
+    student = evaluate(held_out, str(models / STUDENT), targets=[target], html=out / "episodes-student.html")
+    teacher = evaluate(held_out, str(models / TEACHER), targets=[target], html=out / "episodes-teacher.html")
+    path.write_text(json.dumps({"key": key, "student": asdict(student), "teacher": asdict(teacher)}, indent=2) + "\n")
+    return Baselines(student, teacher, info)
+
+
 def run_arm(config: TrainerConfig, arm: Arm, seed: int, target: str, start: EvalResult) -> ArmRun:
     """Train one arm x seed from scratch (a stopped attempt's folder is cleared first: metrics.jsonl appends),
     read its curve and record it next to the run (`RUN_RECORD`, with its config)."""
@@ -139,6 +154,11 @@ def run_arm(config: TrainerConfig, arm: Arm, seed: int, target: str, start: Eval
     return run
 
 
+def _settings(config: dict[str, Any]) -> dict[str, Any]:
+    """A dumped config without the server address (each compare starts its own server on a free port)."""
+    return {**config, "env": {k: v for k, v in config.get("env", {}).items() if k != "targets"}}
+
+
 def finished_run(config: TrainerConfig) -> ArmRun | None:
     """The recorded result of an arm x seed already run with exactly this config (an interrupted comparison
     resumes where it stopped), else None."""
@@ -146,7 +166,7 @@ def finished_run(config: TrainerConfig) -> ArmRun | None:
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    if record.get("config") != config.model_dump(mode="json"):
+    if _settings(record.get("config", {})) != _settings(config.model_dump(mode="json")):
         return None
     print(f"compare: reusing the finished run in {path.parent}")
     return ArmRun(**record["run"])
@@ -166,15 +186,7 @@ def run_compare(
         base = arm_config(spec, spec.arms[0], 0, out, models, server.address)
         info = prepare_models(spec, base, server.address, models)
         held_out = base.model_copy(update={"eval": base.eval.model_copy(update={"num_tasks": spec.eval_tasks})})
-        baselines = Baselines(
-            student=evaluate(
-                held_out, str(models / STUDENT), targets=[server.address], html=out / "episodes-student.html"
-            ),
-            teacher=evaluate(
-                held_out, str(models / TEACHER), targets=[server.address], html=out / "episodes-teacher.html"
-            ),
-            models=info,
-        )
+        baselines = shared_baselines(held_out, info, server.address, models, out)
         starts = {0: baselines.student}  # the student's start under each seed's eval seed, evaluated when needed
         for seed in range(spec.seeds):  # seed-major: a stopped comparison has every arm at the first seeds
             for arm in spec.arms:

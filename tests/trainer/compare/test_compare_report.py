@@ -61,3 +61,23 @@ def test_report_of_a_stopped_comparison_marks_single_seeds(tmp_path: Path) -> No
     text = write_report(spec, baselines, runs, machine, tmp_path, "default size").read_text()
     assert "| opd | 0 | not run |" in text and "| grpo | 1 | 0.10 ± 0.00 |" in text
     assert "a > b on one seed (no spread)" in text and "ATOD > OPD" not in text
+
+
+def test_a_finished_run_is_reused_only_under_the_same_settings(tmp_path: Path) -> None:
+    import json
+    from dataclasses import asdict
+
+    from trainer.compare.run import RUN_RECORD, arm_config, finished_run
+
+    spec = load_spec("atod-ablation")
+    arm = spec.arms[0]
+    config = arm_config(spec, arm, 0, tmp_path, Path("models"), "127.0.0.1:1")
+    assert finished_run(config) is None
+    out = Path(config.output_dir)
+    out.mkdir(parents=True)
+    record = {"config": config.model_dump(mode="json"), "run": asdict(run("grpo", 0))}
+    (out / RUN_RECORD).write_text(json.dumps(record))
+    other_port = arm_config(spec, arm, 0, tmp_path, Path("models"), "127.0.0.1:2")
+    assert finished_run(other_port) == run("grpo", 0)  # a new server's address is not a new setting
+    longer = arm_config(spec.sized(False, {"steps": 16}), arm, 0, tmp_path, Path("models"), "127.0.0.1:1")
+    assert finished_run(longer) is None
