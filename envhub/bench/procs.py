@@ -57,6 +57,13 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def own_cpu_s(excluding: int) -> float:
+    """CPU seconds used so far by this process and its descendants (e.g. an environment's JVM),
+    leaving out the process tree of `excluding` (a server this process started)."""
+    skip = set(tree_pids(excluding))
+    return sum(cpu_s(pid) for pid in tree_pids(os.getpid()) if pid not in skip)
+
+
 class ServerProcess:
     """`envhub serve` as a subprocess on port 0 (the port it bound is read back from `--port-file`)."""
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envhub.bench.procs import ServerProcess
+from envhub.bench.procs import ServerProcess, own_cpu_s
 from envhub.bench.run import PROFILES
 from envhub.client import EnvhubClient, EnvhubError
 from envhub.core.environment import EnvironmentKind
@@ -72,7 +72,7 @@ class _Mode:
 
     wall_s: list[float] = field(default_factory=list)
     main_cpu_s: list[float] = field(default_factory=list)
-    """CPU of the server's main process (gRPC, protobuf, routing) or, in-process, of this process."""
+    """CPU of the server's main process (gRPC, protobuf, routing) or, in-process, of this process and its JVM."""
     worker_cpu_s: list[float] = field(default_factory=list)
 
     def summary(self, steps: int) -> dict[str, Any]:
@@ -173,7 +173,7 @@ def run_rollout_bench(settings: RolloutBenchSettings) -> dict[str, Any]:
             action = profile.actions[turn % len(profile.actions)]
             for name in ("batched", "unary") if turn % 2 == 0 else ("unary", "batched"):  # either goes first
                 _measure(modes[name], runs[name], server.cpu_s)
-            _measure(modes["in-process"], in_process, lambda: (time.process_time(), 0.0))
+            _measure(modes["in-process"], in_process, lambda: (own_cpu_s(server.process.pid), 0.0))  # + local JVM
             _say(
                 f"  turn {turn}: {modes['batched'].wall_s[-1]:.2f} s batched, {modes['unary'].wall_s[-1]:.2f} s "
                 f"unary, {modes['in-process'].wall_s[-1]:.2f} s in-process ({len(local)} sessions)"

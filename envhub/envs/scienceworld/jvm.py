@@ -34,8 +34,10 @@ order (world layout, ambiguity resolution, gold paths) changes from run to run. 
 `hashCode=2` every identity hash is 1 and that order is the insertion order. The heap cap
 (`-Xms` = `-Xmx`) is added by `heap_options` from the number of simulators the JVM may hold."""
 
-DEFAULT_SIMULATORS = 128
-"""Simulators one JVM holds by default (the kind's `sessions_per_worker`): 256 sessions on 2 workers."""
+DEFAULT_SIMULATORS = 160
+"""Simulators one JVM holds by default (the kind's `sessions_per_worker`): 256 sessions on 2 workers
+with room for uneven placement (a group's forks go to its first session's worker, so groups created
+concurrently can put more than 128 of 256 on one worker: seen with the rollout bench)."""
 BASE_HEAP_MB = 128
 """Heap for the JVM itself and the gold-path simulator (3.4 MB live with no simulator, measured)."""
 HEAP_PER_SIMULATOR_MB = 18
