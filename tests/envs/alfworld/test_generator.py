@@ -203,7 +203,7 @@ def test_bulk_command_and_statistics(
     taskset: GeneratedTaskSet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cache_root = str(taskset.cache_dir.parent)
-    common = ["--seed", str(SEED), "--workers", "1", "--cache-dir", cache_root]
+    common = ["--seed", str(SEED), "--workers", "1", "--cache-dir", cache_root, "--rooms", "small"]
     generator_main(["--split", "valid_seen", "--start", "20", "--count", "2", *common])
     assert "2 games in" in capsys.readouterr().out
     for index in (20, 21):
