@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from trainer.compare.spec import Arm, CompareSpec
 from trainer.config import TrainerConfig, load_config
 from trainer.driver import train
 from trainer.eval import EvalResult, evaluate
+from trainer.metrics import read_metrics
 from trainer.quickstart import SFT_MARKER, expert_episodes, make_models, sft_from_expert
 from trainer.rollout.local_server import LocalServer
 
@@ -89,6 +90,21 @@ def prepare_models(spec: CompareSpec, base: TrainerConfig, target: str, models: 
     return info
 
 
+def generated_tokens(record: dict[str, Any]) -> float:
+    """Student tokens one step generated: its rollouts', or with branching the main trajectories' plus the
+    continuations' (`branch/student_tokens`)."""
+    return float(record.get("rollout/generated_tokens") or record.get("branch/student_tokens") or 0.0)
+
+
+def token_curve(output_dir: Path, steps: list[int]) -> list[float]:
+    """Cumulative student tokens generated at each of `steps` (step 0: none), from the run's metrics.jsonl."""
+    cumulative, generated = {0: 0.0}, 0.0
+    for record in read_metrics(output_dir / "metrics.jsonl"):
+        generated += generated_tokens(record)
+        cumulative[record["step"]] = generated
+    return [cumulative[step] for step in steps]
+
+
 def read_curve(
     arm: Arm, seed: int, output_dir: Path, start: EvalResult, wall_s: float, evals: dict[int, EvalResult] | None = None
 ) -> ArmRun:
@@ -98,7 +114,7 @@ def read_curve(
     steps, success, turns, tokens = [0], [start.success_rate], [start.mean_turns], [0.0]
     generated, scored = 0.0, 0.0
     for record in records:
-        generated += record.get("rollout/generated_tokens") or 0.0
+        generated += generated_tokens(record)
         scored += record.get("teacher/tokens_scored") or 0.0
         result = (evals or {}).get(record["step"])
         if record.get("eval/success_rate") is not None:
@@ -169,7 +185,8 @@ def finished_run(config: TrainerConfig) -> ArmRun | None:
     if _settings(record.get("config", {})) != _settings(config.model_dump(mode="json")):
         return None
     print(f"compare: reusing the finished run in {path.parent}")
-    return ArmRun(**record["run"])
+    run = ArmRun(**record["run"])
+    return replace(run, student_tokens=token_curve(path.parent, run.steps))  # counted as this version counts
 
 
 def run_compare(

@@ -77,7 +77,10 @@ def test_a_finished_run_is_reused_only_under_the_same_settings(tmp_path: Path) -
     out.mkdir(parents=True)
     record = {"config": config.model_dump(mode="json"), "run": asdict(run("grpo", 0))}
     (out / RUN_RECORD).write_text(json.dumps(record))
+    steps = [{"step": 1, "rollout/generated_tokens": 250.0}, {"step": 2, "rollout/generated_tokens": 250.0}]
+    steps += [{"step": 3, "branch/student_tokens": 250.0}, {"step": 4, "branch/student_tokens": 250.0}]  # branching
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
     other_port = arm_config(spec, arm, 0, tmp_path, Path("models"), "127.0.0.1:2")
-    assert finished_run(other_port) == run("grpo", 0)  # a new server's address is not a new setting
+    assert finished_run(other_port) == run("grpo", 0)  # a new server's address is not a new setting; tokens recounted
     longer = arm_config(spec.sized(False, {"steps": 16}), arm, 0, tmp_path, Path("models"), "127.0.0.1:1")
     assert finished_run(longer) is None
