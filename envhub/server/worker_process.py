@@ -5,7 +5,8 @@
 `envhub.server.worker_ops`), answered by a `(call_id, Reply)`. Operations are applied one by
 one, in arrival order, on the worker's main thread, so this is where a step's
 `expected_step_index` and the remembered answer to a repeated `request_id` are checked: a
-retried call can never overtake or double the original.
+retried call can never overtake or double the original. Operations of one session are applied in
+arrival order; across sessions, steps go before queued session starts (`envhub.server.lanes`).
 
 One exception to arrival order, so that a slow creation does not hold up other sessions'
 steps (head-of-line blocking): a create or restore on a task the kind says is not prepared yet
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import queue
 import signal
 import threading
 from collections.abc import Callable, Hashable
@@ -35,6 +35,7 @@ from envhub.core.registry import build_kind
 from envhub.core.session import Session
 from envhub.server import worker_ops as ops
 from envhub.server.catalog import Catalog
+from envhub.server.lanes import Lanes
 from envhub.server.preparer import Preparer
 
 log = logging.getLogger(__name__)
@@ -219,8 +220,8 @@ def _as_envhub_error(exc: Exception) -> errors.EnvhubError:
     return errors.EnvhubError(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}", "ENVIRONMENT_ERROR")
 
 
-def _read(conn: Connection, state: WorkerState, preparer: Preparer, inbox: queue.SimpleQueue[Any]) -> None:
-    """The reading thread: operations into `inbox` in arrival order, unprepared creations via the preparer.
+def _read(conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes) -> None:
+    """The reading thread: operations into `inbox` (its lanes), unprepared creations via the preparer.
 
     Ends (and so ends the worker) at Stop, when the server's end of the pipe closes, or on a bad message.
     """
@@ -239,10 +240,10 @@ def _read(conn: Connection, state: WorkerState, preparer: Preparer, inbox: queue
     except (EOFError, OSError):
         pass
     finally:
-        inbox.put(None)
+        inbox.close()
 
 
-def _serve(conn: Connection, state: WorkerState, inbox: queue.SimpleQueue[Any]) -> None:
+def _serve(conn: Connection, state: WorkerState, inbox: Lanes) -> None:
     """The main thread: apply each operation and answer it."""
     while (item := inbox.get()) is not None:
         call_id, op = item
@@ -271,7 +272,7 @@ def worker_main(environment: str, config: dict[str, Any], conn: Connection, inde
         return
     conn.send(ops.Reply(value=state.catalog))
     preparer = Preparer(environment, config, state.kind)
-    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    inbox = Lanes()
     threading.Thread(target=_read, args=(conn, state, preparer, inbox), name="envhub-read", daemon=True).start()
     try:
         preparer.ahead(list(state.kind.tasks_to_prepare())[index::workers])
