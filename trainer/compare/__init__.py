@@ -32,9 +32,9 @@ def compare(
         changed.append(f"{len(spec.arms)} of {len(shipped.arms)} arms")
     if changed:
         label += f", NARROWED: {', '.join(changed)}"
-    if report_only:
-        label += "; report of the runs that had finished (the rest did not run)"
     baselines, runs, machine = run_compare(spec, out_dir, models_dir, report_only)
+    if len(runs) < spec.seeds * len(spec.arms):
+        label += f"; {len(runs)} of {spec.seeds * len(spec.arms)} arm x seed runs had finished, the rest did not run"
     report = write_report(spec, baselines, runs, machine, Path(out_dir), label)
     print(f"compare report: {report}")
     return report
