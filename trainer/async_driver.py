@@ -113,18 +113,21 @@ class _ProducerLog:
     """Rollout results since the learner last read them (shared by every producer)."""
 
     results: list[tuple[list[Trajectory], RolloutStats]] = field(default_factory=list)
+    teacher_tokens: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, trajectories: list[Trajectory], stats: RolloutStats) -> None:
+    def add(self, trajectories: list[Trajectory], stats: RolloutStats, teacher_tokens: int) -> None:
         with self.lock:
             self.results.append((trajectories, stats))
+            self.teacher_tokens += teacher_tokens
 
     def drain(self) -> dict[str, float]:
-        """Rollout and takeover metrics of every producer call finished since the last drain."""
+        """Rollout, takeover and teacher-scoring metrics of every producer call finished since the last drain."""
         with self.lock:
             results, self.results = self.results, []
+            scored, self.teacher_tokens = self.teacher_tokens, 0
         trajectories, stats = merge_rollouts(results)
-        out = {**stats.as_metrics(), "rollout/calls": float(len(results))}
+        out = {**stats.as_metrics(), "rollout/calls": float(len(results)), "teacher/tokens_scored": float(scored)}
         if trajectories:
             out.update(trajectory_metrics(trajectories))
         return out
@@ -167,9 +170,9 @@ class _Producer(threading.Thread):
         seed = self.config.seed * 1_000_003 + self.calls * 1009 + self.index * 7919
         trajectories, stats = self.actors.call(worker, "run", self.tasks(), self._sampling(seed))
         self.calls += 1
-        self.actors.score(trajectories)
+        scored = self.actors.score(trajectories)
         self.actors.push(trajectories, self.version)
-        self.log.add(trajectories, stats)
+        self.log.add(trajectories, stats, scored)
 
     def _sampling(self, seed: int) -> SamplingSettings:
         r = self.config.rollout

@@ -109,7 +109,7 @@ def read_curve(
     arm: Arm, seed: int, output_dir: Path, start: EvalResult, wall_s: float, evals: dict[int, EvalResult] | None = None
 ) -> ArmRun:
     """The arm's held-out curve and token counts from its metrics.jsonl: held-out results from the logged
-    `eval/*`, or for checkpoint-evaluated (async) runs from `evals` by step, whose teacher tokens are not logged."""
+    `eval/*`, or for checkpoint-evaluated (async) runs from `evals` by step."""
     records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines() if line]
     steps, success, turns, tokens = [0], [start.success_rate], [start.mean_turns], [0.0]
     generated, scored = 0.0, 0.0
@@ -127,7 +127,7 @@ def read_curve(
             continue
         steps.append(record["step"])
         tokens.append(generated)
-    return ArmRun(arm.name, seed, steps, success, turns, tokens, None if evals else scored, wall_s)
+    return ArmRun(arm.name, seed, steps, success, turns, tokens, scored, wall_s)
 
 
 def checkpoint_evals(config: TrainerConfig, output_dir: Path, target: str, seed: int) -> dict[int, EvalResult]:

@@ -42,8 +42,7 @@ def test_quick_atod_ablation_writes_report(tmp_path: Path) -> None:
     assert made["reused"] and made["teacher-sft"]["key"]["steps"] == 20
     for run in runs:
         assert run["steps"] == [0, 2] and run["student_tokens"][-1] > 0
-    assert runs[1]["teacher_tokens"] > 0 and runs[2]["teacher_tokens"] > 0
-    assert runs[0]["teacher_tokens"] is None and "not logged (async driver)" in report
+    assert all(run["teacher_tokens"] > 0 for run in runs)  # the async (DivOPD) arm's too
     for arm in ARMS:
         assert f"| {arm} |" in report
         assert (out / "runs" / arm / "seed0" / "episodes" / "step_000002.html").is_file()
