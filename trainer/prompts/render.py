@@ -74,7 +74,7 @@ class PromptRenderer:
             task_description=state.task_description.strip().rstrip("."),
             step_count=step,
             history_length=len(shown),
-            action_history=self._history(shown, first_index=step - len(shown) + 1),
+            action_history=self._history(shown, state.observation, first_index=step - len(shown) + 1),
             current_step=step + 1,
             current_observation=state.observation.strip(),
             admissible_actions=admissible,
@@ -87,9 +87,13 @@ class PromptRenderer:
             return " | ".join(actions)
         return ", ".join(f"'{action}'" for action in actions)
 
-    def _history(self, shown: Sequence[PastStep], first_index: int) -> str:
-        if self.env_name == "searchqa":
-            return "".join(f"\n{step.action}\n{_information(step.observation)}" for step in shown)
+    def _history(self, shown: Sequence[PastStep], current: str, first_index: int) -> str:
+        if self.env_name == "searchqa" and self.style != "compact":
+            # Search-R1's memory: each query, then ITS results (what the next turn observed; the last query's are
+            # the current observation: this template has no other place for them)
+            results = [step.observation for step in shown[1:]] + [current]  # one more than shown when none shown
+            pairs = zip(shown, results, strict=False)
+            return "".join(f"\n{step.action}\n{_information(result)}" for step, result in pairs)
         if self.style == "compact":
             return "".join(f" Previous action: {step.action}." for step in shown[-1:])
         lines = []

@@ -50,10 +50,19 @@ def test_every_environment_renders(env: str) -> None:
     assert ("<search>" in text) == (env == "searchqa")
 
 
-def test_searchqa_history_wraps_results_in_information_tags() -> None:
-    past = [PastStep("Paris is the capital.", "<search>capital of France</search>")]
-    text = PromptRenderer("searchqa").render(PromptState("q?", "", [], past))
-    assert "<search>capital of France</search>\n<information>Paris is the capital.</information>" in text
+def test_searchqa_history_pairs_each_query_with_its_results() -> None:
+    past = [
+        PastStep("q?", "<search>capital of France</search>"),
+        PastStep("Paris is the capital.", "<search>Paris</search>"),
+    ]
+    text = PromptRenderer("searchqa", history_length=4).render(PromptState("q?", "Paris has 2M people.", [], past))
+    assert (
+        "History:\n<search>capital of France</search>\n<information>Paris is the capital.</information>\n"
+        "<search>Paris</search>\n<information>Paris has 2M people.</information>\n" in text
+    )
+    assert "<information>q?</information>" not in text  # the question is not a search result
+    compact = PromptRenderer("searchqa", style="compact").render(PromptState("q?", "Paris has 2M people.", [], past))
+    assert compact.count("Paris has 2M people.") == 1 and "Previous action: <search>Paris</search>." in compact
 
 
 def test_compact_style_is_short_and_lists_actions() -> None:
