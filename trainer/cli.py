@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--models",
         help="folder of the SFT teacher and warm student: reused when present (e.g. made by `trainer quickstart`), "
-        "else made there (default: runs/models, the quickstart's)",
+        "else made there (default: the config's `models`; runs/models, the quickstart's, for ALFWorld)",
     )
     p.add_argument("--arms", help="comma-separated subset of the arms (default: all)")
     p.add_argument(
@@ -113,9 +113,8 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--size takes FIELD=N (an integer): {args.size}") from exc
         if args.seeds:
             sizes["seeds"] = args.seeds
-        models = args.models or "runs/models"
         out = args.out or default_out
-        compare(args.config, out, models, quick=args.quick, sizes=sizes, arms=arms, report_only=args.report_only)
+        compare(args.config, out, args.models, quick=args.quick, sizes=sizes, arms=arms, report_only=args.report_only)
         return 0
     if args.command == "bench":
         from trainer.bench import run_bench

@@ -15,14 +15,15 @@ __all__ = ["CompareSpec", "compare", "load_spec"]
 def compare(
     name: str,
     out_dir: str | Path,
-    models_dir: str | Path,
+    models_dir: str | Path | None = None,
     *,
     quick: bool = False,
     sizes: Mapping[str, int] | None = None,
     arms: Sequence[str] = (),
     report_only: bool = False,
 ) -> Path:
-    """Run the comparison `name` (`--quick` size when asked; `sizes` and `arms` narrow it) and write its report."""
+    """Run the comparison `name` (`--quick` size when asked; `sizes` and `arms` narrow it; models from `models_dir`,
+    default the config's `models`) and write its report."""
     shipped = load_spec(name)
     spec = shipped.sized(quick, sizes, arms)
     label = "`--quick` size" if quick else "default size"
@@ -32,7 +33,7 @@ def compare(
         changed.append(f"{len(spec.arms)} of {len(shipped.arms)} arms")
     if changed:
         label += f", NARROWED: {', '.join(changed)}"
-    baselines, runs, machine = run_compare(spec, out_dir, models_dir, report_only)
+    baselines, runs, machine = run_compare(spec, out_dir, models_dir or spec.models, report_only)
     if len(runs) < spec.seeds * len(spec.arms):
         label += f"; {len(runs)} of {spec.seeds * len(spec.arms)} arm x seed runs had finished, the rest did not run"
     report = write_report(spec, baselines, runs, machine, Path(out_dir), label)

@@ -43,6 +43,9 @@ class CompareSpec:
     expert_tasks: int
     teacher_sft_steps: int
     student_sft_steps: int
+    models: str = "runs/models"
+    """Default folder of the SFT teacher and warm student (`--models` overrides): the quickstart's for ALFWorld,
+    one per environment otherwise (their tokenizers are trained on that environment's text)."""
     common: tuple[str, ...] = ()
     quick: dict[str, Any] = field(default_factory=dict)
     paper: dict[str, Any] = field(default_factory=dict)
@@ -90,15 +93,30 @@ class CompareSpec:
         ]
 
 
-def load_spec(name: str | Path) -> CompareSpec:
-    """A comparison config by path or shipped name (`atod-ablation`)."""
+def _find(name: str | Path) -> Path:
     path = Path(name)
     if not path.is_file():
         path = SHIPPED / f"{Path(name).stem}.yaml"
         if not path.is_file():
             shipped = sorted(p.stem for p in SHIPPED.glob("*.yaml"))
             raise ConfigError(f"comparison {name!r} not found; shipped: {', '.join(shipped)}")
+    return path
+
+
+def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A comparison config's keys; `extends: <name>` starts from that comparison's keys (each key given here
+    replaces the inherited one whole)."""
+    if path in seen:
+        raise ConfigError(f"{path}: `extends` loops back to itself")
     data = yaml.safe_load(path.read_text()) or {}
+    parent = data.pop("extends", None)
+    return {**_read(_find(parent), (*seen, path)), **data} if parent else data
+
+
+def load_spec(name: str | Path) -> CompareSpec:
+    """A comparison config by path or shipped name (`atod-ablation`)."""
+    path = _find(name)
+    data = _read(path)
     try:
         arms = tuple(Arm(a["name"], a["objective"], tuple(a.get("set", ()))) for a in data.pop("arms"))
         unknown = set(data.get("quick", {})) - set(SIZE_FIELDS)

@@ -9,18 +9,20 @@ from pathlib import Path
 import pytest
 
 from trainer.cli import main
-from trainer.config import load_config
+from trainer.compare import load_spec
+from trainer.compare.run import arm_config
 
 ARMS = ["divopd-base", "branchopd", "atod"]  # in the config's order
 
 
-def cheap_models(models: Path) -> None:
-    """The quickstart's SFT teacher and warm student, made with a few SFT steps (compare reuses them as is)."""
+def cheap_models(models: Path, comparison: str = "atod-ablation") -> None:
+    """The comparison's SFT teacher and warm student, made with a few SFT steps (compare reuses them as is)."""
     from trainer.quickstart import expert_episodes, make_models, sft_from_expert
     from trainer.rollout.local_server import LocalServer
 
-    config = load_config("quickstart.yaml")
-    with LocalServer("alfworld") as server:
+    spec = load_spec(comparison)
+    with LocalServer(spec.env) as server:
+        config = arm_config(spec, spec.arms[0], 0, models, models, server.address)
         episodes = expert_episodes(config, server.address, 16)
     tiny = make_models(config, episodes, models)
     sft_from_expert(config, episodes, tiny.teacher, steps=20, out_dir=models / "teacher-sft")
@@ -51,3 +53,19 @@ def test_quick_atod_ablation_writes_report(tmp_path: Path) -> None:
     assert "teacher" in report and "student" in report and "82.81" in report
     for png in ("success-vs-steps.png", "success-vs-tokens.png", "episodes-teacher.html", "episodes-student.html"):
         assert (out / png).stat().st_size > 1000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("comparison", "paper_atod"), [("atod-ablation-webshop", "86.72"), ("atod-ablation-searchqa", "42.33")]
+)
+def test_quick_comparison_on_webshop_and_searchqa(tmp_path: Path, comparison: str, paper_atod: str) -> None:
+    models, out = tmp_path / "models", tmp_path / "compare"
+    cheap_models(models, comparison)
+    argv = ["compare", "--config", comparison, "--quick", "--out", str(out), "--models", str(models)]
+    assert main([*argv, "--arms", "atod"]) == 0
+    [run] = json.loads((out / "runs.json").read_text())["runs"]
+    assert run["steps"] == [0, 2] and run["student_tokens"][-1] > 0 and run["teacher_tokens"] > 0
+    report = (out / "report.md").read_text()
+    assert f"**{load_spec(comparison).env}**" in report and paper_atod in report and "| atod | 1 |" in report
+    assert (out / "runs" / "atod" / "seed0" / "episodes" / "step_000002.html").is_file()

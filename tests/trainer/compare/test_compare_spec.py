@@ -11,9 +11,12 @@ from trainer.compare.run import arm_config
 from trainer.config import ConfigError
 from trainer.objectives.registry import get_objective
 
+ATOD_ABLATIONS = {"atod-ablation": "alfworld", "atod-ablation-webshop": "webshop", "atod-ablation-searchqa": "searchqa"}
 
-def test_atod_ablation_arms_share_one_budget() -> None:
-    spec = load_spec("atod-ablation")
+
+@pytest.mark.parametrize("comparison", ATOD_ABLATIONS)
+def test_atod_ablation_arms_share_one_budget(comparison: str) -> None:
+    spec = load_spec(comparison)
     assert [a.name for a in spec.arms] == [
         "grpo",
         "opd",
@@ -30,6 +33,7 @@ def test_atod_ablation_arms_share_one_budget() -> None:
         get_objective(config.objective.name)  # registered
         assert config.optim.lr == spec.lr and config.steps == spec.steps and config.seed == 1
         assert config.models.student == "models/student-warm" and config.env.targets == ["127.0.0.1:1"]
+        assert config.env.name == ATOD_ABLATIONS[comparison]
         rollout = config.rollout
         if config.divopd.enabled:  # every lockstep producer plays one rollout batch per update
             per_step = rollout.tasks_per_step * config.divopd.producers
@@ -58,6 +62,32 @@ def test_atod_ablation_arms_share_one_budget() -> None:
     with pytest.raises(ConfigError, match="multiple of eval_every"):
         spec.sized(False, {"steps": 5})
     assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= {a.name for a in spec.arms}
+
+
+def test_environment_variants_extend_the_alfworld_comparison() -> None:
+    alfworld, webshop, searchqa = (load_spec(name) for name in ATOD_ABLATIONS)
+    for variant in (webshop, searchqa):
+        assert variant.arms == alfworld.arms and variant.claims == alfworld.claims
+        assert (variant.seeds, variant.steps, variant.lr, variant.quick) == (
+            alfworld.seeds,
+            alfworld.steps,
+            alfworld.lr,
+            alfworld.quick,
+        )
+        assert variant.models != alfworld.models and variant.paper != alfworld.paper
+    held_out = arm_config(searchqa, searchqa.arms[0], 0, Path("out"), Path("m"), "127.0.0.1:1")
+    assert held_out.env.eval_split == "test" and held_out.env.max_turns == 4 and held_out.prompt.style == "atod"
+
+
+def test_extends_replaces_whole_keys_and_refuses_loops(tmp_path: Path) -> None:
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: atod-ablation\nsteps: 12\neval_every: 6\n")
+    spec = load_spec(child)
+    assert spec.steps == 12 and spec.arms == load_spec("atod-ablation").arms and spec.name == "child"
+    loop = tmp_path / "loop.yaml"
+    loop.write_text(f"extends: {loop}\n")
+    with pytest.raises(ConfigError, match="loops back"):
+        load_spec(loop)
 
 
 def test_unknown_comparison_names_the_shipped_ones(tmp_path: Path) -> None:
