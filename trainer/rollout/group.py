@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import grpc
 
@@ -76,6 +76,19 @@ class RolloutStats:
     generate_s: float = 0.0
     step_s: float = 0.0
     wall_s: float = 0.0
+    PARALLEL: ClassVar[frozenset[str]] = frozenset({"wall_s"})
+    """Fields of calls that run side by side: `merge` keeps their longest, and sums every other field."""
+
+    def merge(self, other: RolloutStats) -> None:
+        """Add the counters of `other`, a call made side by side with this one (every field is merged)."""
+        for item in dataclasses.fields(self):
+            mine, theirs = getattr(self, item.name), getattr(other, item.name)
+            if isinstance(mine, Counter):
+                mine.update(theirs)
+            elif item.name in self.PARALLEL:
+                setattr(self, item.name, max(mine, theirs))
+            else:
+                setattr(self, item.name, mine + theirs)
 
     def as_metrics(self) -> dict[str, float]:
         """Flat metrics for logging."""

@@ -206,15 +206,5 @@ def merge_rollouts(
                 trajectory.group += offset
             offset = max((t.group for t in trajectories), default=offset - 1) + 1
         merged += trajectories
-        stats.turns += part.turns
-        stats.invalid_turns += part.invalid_turns
-        stats.generated_tokens += part.generated_tokens
-        stats.retries += part.retries
-        stats.takeovers += part.takeovers
-        stats.teacher_turns += part.teacher_turns
-        stats.rewinds += part.rewinds
-        stats.dropped.update(part.dropped)
-        stats.generate_s += part.generate_s
-        stats.step_s += part.step_s
-        stats.wall_s = max(stats.wall_s, part.wall_s)
+        stats.merge(part)
     return merged, stats

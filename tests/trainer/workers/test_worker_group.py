@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
+
 from trainer.rollout import RolloutStats, Trajectory
 from trainer.workers import LocalExecutor, merge_rollouts, split_tasks
 
@@ -42,3 +45,41 @@ def test_merge_renumbers_groups_batch_unique() -> None:
     merged, stats = merge_rollouts([part([0, 0, 1], 4), part([0, 1, 1], 6)])
     assert [t.group for t in merged] == [0, 0, 1, 2, 3, 3]
     assert stats.turns == 10 and stats.wall_s == 6
+
+
+def test_merge_sums_every_counter_and_keeps_the_longest_wall_time() -> None:
+    def stats(n: int) -> RolloutStats:
+        return RolloutStats(
+            turns=10 * n,
+            invalid_turns=n,
+            truncated_turns=2 * n,
+            trimmed_prompts=3 * n,
+            generated_tokens=100 * n,
+            retries=4 * n,
+            takeovers=5 * n,
+            teacher_turns=6 * n,
+            rewinds=7 * n,
+            dropped=Counter({"deadline": n, f"only-{n}": 1}),
+            generate_s=0.5 * n,
+            step_s=0.25 * n,
+            wall_s=float(n),
+        )
+
+    _, merged = merge_rollouts([([], stats(1)), ([], stats(2))])
+    expected = {
+        "turns": 30,
+        "invalid_turns": 3,
+        "truncated_turns": 6,
+        "trimmed_prompts": 9,
+        "generated_tokens": 300,
+        "retries": 12,
+        "takeovers": 15,
+        "teacher_turns": 18,
+        "rewinds": 21,
+        "dropped": Counter({"deadline": 3, "only-1": 1, "only-2": 1}),
+        "generate_s": 1.5,
+        "step_s": 0.75,
+        "wall_s": 2.0,  # workers run side by side: the merged call took as long as the slowest
+    }
+    # A field added to RolloutStats must get a merge rule here (and in RolloutStats.merge).
+    assert {f.name: getattr(merged, f.name) for f in dataclasses.fields(RolloutStats)} == expected
