@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from envhub.integrations.episodes import Episodes, Turn
+from envhub.integrations.episodes import EnvView, Episodes
 
 
 class StepBatcher:
@@ -19,13 +19,13 @@ class StepBatcher:
 
     def __init__(self, episodes: Episodes) -> None:
         self.episodes = episodes
-        self._pending: list[tuple[str, str, asyncio.Future[Turn]]] = []
+        self._pending: list[tuple[str, str, asyncio.Future[EnvView]]] = []
         self._sender: asyncio.Task[None] | None = None
         self.rounds = 0
         """How many rounds were sent (a measure of the batching: steps / rounds)."""
 
-    async def step(self, session_id: str, action: str) -> Turn:
-        future: asyncio.Future[Turn] = asyncio.get_running_loop().create_future()
+    async def step(self, session_id: str, action: str) -> EnvView:
+        future: asyncio.Future[EnvView] = asyncio.get_running_loop().create_future()
         self._pending.append((session_id, action, future))
         if self._sender is None:
             self._sender = asyncio.create_task(self._send())
@@ -41,9 +41,9 @@ class StepBatcher:
         finally:
             self._sender = None
 
-    async def _round(self, batch: list[tuple[str, str, asyncio.Future[Turn]]]) -> None:
+    async def _round(self, batch: list[tuple[str, str, asyncio.Future[EnvView]]]) -> None:
         self.rounds += 1
-        outcomes: list[Turn | BaseException]
+        outcomes: list[EnvView | BaseException]
         try:
             outcomes = list(await asyncio.to_thread(self.episodes.step_each, [(s, a) for s, a, _ in batch]))
         except Exception as exc:  # the round itself failed (e.g. no connection): every step learns why

@@ -1,7 +1,7 @@
 """`Episodes`: the envhub session calls every framework adapter makes, in one place.
 
 An adapter asks for what a host framework needs (start an episode, step it, step many at
-once, snapshot, restore, fork) and gets `Turn` values back; only this module touches the
+once, snapshot, restore, fork) and gets `EnvView` values back; only this module touches the
 envhub client, so the adapters follow client changes through it. One target gives an
 `EnvhubClient`; several give an `EnvhubPool`, which routes each session to the replica that
 owns it and restores snapshots on any replica.
@@ -17,8 +17,8 @@ from envhub.client import EnvhubClient, EnvhubError, EnvhubPool, Observation, St
 
 
 @dataclass(frozen=True)
-class Turn:
-    """What an episode shows after a start, a step or a restore."""
+class EnvView:
+    """What an episode shows after a start, a step or a restore (the envhub trainer's rollouts use it too)."""
 
     session_id: str
     text: str
@@ -37,8 +37,9 @@ class Turn:
         return self.terminated or self.truncated
 
 
-def _turn(session_id: str, observation: Observation, result: StepResult | None = None) -> Turn:
-    return Turn(
+def env_view(session_id: str, observation: Observation, result: StepResult | None = None) -> EnvView:
+    """The view of a session's `observation`, with the outcome of the step that led to it (`result`), if any."""
+    return EnvView(
         session_id=session_id,
         text=observation.text,
         task_description=observation.task_description,
@@ -87,7 +88,7 @@ class Episodes:
         """The ids of the environment's tasks (of one split when given)."""
         return [task.task_id for task in self.client.list_tasks(self.environment, split)]
 
-    def start(self, task: TaskRef | str, *, seed: int = 0) -> Turn:
+    def start(self, task: TaskRef | str, *, seed: int = 0) -> EnvView:
         """A new episode on a task (a task id, or `TaskRef(split=..., index=...)`)."""
         start = self.client.create_session(
             self.environment,
@@ -97,18 +98,18 @@ class Episodes:
             max_steps=self.max_steps,
             admissible=self.admissible,
         )
-        return _turn(start.session_id, start.observation)
+        return env_view(start.session_id, start.observation)
 
-    def reset(self, session_id: str, *, task: TaskRef | str | None = None, seed: int | None = None) -> Turn:
+    def reset(self, session_id: str, *, task: TaskRef | str | None = None, seed: int | None = None) -> EnvView:
         """Restart an episode in place, on the same task or on the one given."""
         start = self.client.reset_session(session_id, task=task, seed=seed, admissible=self.admissible)
-        return _turn(session_id, start.observation)
+        return env_view(session_id, start.observation)
 
-    def step(self, session_id: str, action: str) -> Turn:
+    def step(self, session_id: str, action: str) -> EnvView:
         result = self.client.step(session_id, action, admissible=self.admissible)
-        return _turn(session_id, result.observation, result)
+        return env_view(session_id, result.observation, result)
 
-    def step_many(self, steps: Sequence[tuple[str, str]]) -> list[Turn]:
+    def step_many(self, steps: Sequence[tuple[str, str]]) -> list[EnvView]:
         """One action for each of several episodes, sent together: `[(session_id, action), ...]` -> turns in order.
 
         Every step runs; then the first failure is raised (`step_each` returns failures in place)."""
@@ -119,11 +120,11 @@ class Episodes:
             turns.append(outcome)
         return turns
 
-    def step_each(self, steps: Sequence[tuple[str, str]]) -> list[Turn | EnvhubError]:
+    def step_each(self, steps: Sequence[tuple[str, str]]) -> list[EnvView | EnvhubError]:
         """`step_many` with each failed step's `EnvhubError` in its turn's place (one round per replica)."""
         results = self.client.step_many(steps, admissible=self.admissible, return_errors=True)
         return [
-            result if isinstance(result, EnvhubError) else _turn(session_id, result.observation, result)
+            result if isinstance(result, EnvhubError) else env_view(session_id, result.observation, result)
             for (session_id, _), result in zip(steps, results, strict=True)
         ]
 
@@ -135,10 +136,10 @@ class Episodes:
         """The episode's state as signed opaque bytes (restore them on any replica of the same kind)."""
         return bytes(self.client.snapshot(session_id).data)
 
-    def restore(self, snapshot: bytes) -> Turn:
+    def restore(self, snapshot: bytes) -> EnvView:
         """A new episode at a snapshot's state."""
         start = self.client.restore(snapshot, admissible=self.admissible)
-        return _turn(start.session_id, start.observation)
+        return env_view(start.session_id, start.observation)
 
     def fork(self, session_id: str, count: int = 1) -> list[str]:
         """`count` new episodes continuing independently from this one's current state."""

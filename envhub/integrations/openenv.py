@@ -28,7 +28,7 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
 from envhub.client import TaskRef
-from envhub.integrations.episodes import Episodes, Turn
+from envhub.integrations.episodes import EnvView, Episodes
 
 
 class EnvhubAction(Action):
@@ -59,7 +59,7 @@ class EnvhubState(State):
     score: float = 0.0
 
 
-def _observation(turn: Turn) -> EnvhubObservation:
+def _observation(turn: EnvView) -> EnvhubObservation:
     return EnvhubObservation(
         text=turn.text,
         task_description=turn.task_description,
@@ -89,7 +89,7 @@ class EnvhubEnvironment(Environment[EnvhubAction, EnvhubObservation, EnvhubState
         self._task_ids = list(task_ids) if task_ids is not None else None
         self._split = split
         self._turns = itertools.count()
-        self._turn: Turn | None = None
+        self._turn: EnvView | None = None
         self._task_id = ""
 
     def _next_task(self) -> str:
@@ -164,7 +164,7 @@ class EnvhubEnvironment(Environment[EnvhubAction, EnvhubObservation, EnvhubState
         children = []
         for session_id in self.episodes.fork(parent.session_id, count):
             child = EnvhubEnvironment(self.episodes, task_ids=self._task_ids, split=self._split)
-            child._turn = Turn(**{**parent.__dict__, "session_id": session_id})
+            child._turn = EnvView(**{**parent.__dict__, "session_id": session_id})
             child._task_id = self._task_id
             children.append(child)
         return children

@@ -24,13 +24,13 @@ from typing import Any
 import torch
 from datasets import Dataset
 
-from envhub.integrations.episodes import Episodes, Turn
+from envhub.integrations.episodes import EnvView, Episodes
 
-Render = Callable[[Turn], str]
+Render = Callable[[EnvView], str]
 """Text the model reads for an observation (the first one is the prompt, later ones are feedback)."""
 
 
-def render_turn(turn: Turn) -> str:
+def render_turn(turn: EnvView) -> str:
     """The default rendering: goal, observation, admissible actions, and the answer format."""
     lines = [f"Task: {turn.task_description}", f"Observation: {turn.text}"]
     if turn.admissible:
@@ -65,7 +65,7 @@ def envhub_reward(completions: list[Any], env_reward: list[float], **kwargs: Any
 class _Episode:
     """One rollout being played: its session, tokens, mask and return."""
 
-    def __init__(self, turn: Turn, prompt_ids: list[int]) -> None:
+    def __init__(self, turn: EnvView, prompt_ids: list[int]) -> None:
         self.turn = turn
         self.prompt_ids = prompt_ids
         self.completion_ids: list[int] = []
@@ -148,7 +148,7 @@ class EnvhubRollout:
                 if count > 1
                 else [first.session_id]
             )
-            games += [_Episode(Turn(**{**first.__dict__, "session_id": s}), list(ids)) for s in sessions]
+            games += [_Episode(EnvView(**{**first.__dict__, "session_id": s}), list(ids)) for s in sessions]
         return games
 
     def _generate(self, live: list[_Episode], trainer: Any, tokenizer: Any) -> list[str]:
@@ -193,7 +193,7 @@ class EnvhubToolEnv:
 
     def __init__(self, episodes: Episodes) -> None:
         self._episodes = episodes
-        self._turn: Turn | None = None
+        self._turn: EnvView | None = None
         self._reward = 0.0
 
     @classmethod

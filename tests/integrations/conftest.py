@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envhub.integrations.episodes import Turn
+from envhub.integrations.episodes import EnvView
 from envhub.integrations.trl import render_turn
 from trainer.models.tiny import TinySpec, make_tiny_models
 from trainer.rollout.local_server import LocalServer
@@ -23,7 +23,7 @@ def alfworld_target() -> Iterator[str]:
 def _corpus() -> list[str]:
     rooms = ["cabinet 1", "countertop 1", "fridge 1", "sinkbasin 1", "drawer 2"]
     admissible = tuple(f"go to {r}" for r in rooms)
-    turn = Turn("s", "You are in the middle of a room.", "put a clean mug in cabinet", admissible)
+    turn = EnvView("s", "You are in the middle of a room.", "put a clean mug in cabinet", admissible)
     return [render_turn(turn)] + [f"<action>go to {r}</action> take mug 1 from {r}" for r in rooms]
 
 

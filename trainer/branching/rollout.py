@@ -15,9 +15,9 @@ import random
 import time
 from collections.abc import Sequence
 
+from envhub.integrations.episodes import EnvView
 from trainer.branching.select import ForkConfig, ForkPoint, MainTokens, flatten_turns, select_forks
 from trainer.prompts import PastStep
-from trainer.rollout.envport import EnvView
 from trainer.rollout.group import Episode, GroupRollout, Resume, RolloutStats, SamplingSettings, shorten
 from trainer.rollout.types import Trajectory, Turn
 

@@ -1,31 +1,17 @@
 """The few session operations a rollout needs, as a protocol, and its envhub-client implementation.
 
 Rollout strategies talk to `EnvPort`, not to gRPC, so a strategy reads like the algorithm.
-`ClientEnvPort` implements it over `envhub.client.EnvhubClient` (real gRPC).
+`ClientEnvPort` implements it over `envhub.client.EnvhubClient` (real gRPC). What a session shows is
+envhub's own `EnvView` (the one the framework adapters return), so both sides read it the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from envhub.core.errors import EnvhubError
-
-
-@dataclass(frozen=True)
-class EnvView:
-    """What the agent sees after create / restore / step."""
-
-    session_id: str
-    text: str
-    task_description: str = ""
-    admissible: tuple[str, ...] = ()
-    reward: float = 0.0
-    score: float = 0.0
-    terminated: bool = False
-    truncated: bool = False
-    won: bool = False
+from envhub.integrations.episodes import EnvView, env_view
 
 
 class EnvPort(Protocol):
@@ -63,13 +49,14 @@ class ClientEnvPort:
             admissible=admissible,
             options=self.options,
         )
-        return _view(start.session_id, start.observation)
+        return env_view(start.session_id, start.observation)
 
     def fork(self, session_id: str, count: int) -> list[str]:
         return list(self.client.fork(session_id, count))
 
     def step(self, session_id: str, action: str, *, admissible: bool, timeout: float) -> EnvView:
-        return _step_view(session_id, self.client.step(session_id, action, admissible=admissible, timeout=timeout))
+        result = self.client.step(session_id, action, admissible=admissible, timeout=timeout)
+        return env_view(session_id, result.observation, result)
 
     def step_many(
         self, steps: Sequence[tuple[str, str]], *, admissible: bool, timeout: float
@@ -77,7 +64,7 @@ class ClientEnvPort:
         """Every `(session_id, action)` in one batched call (StepBatch); a failed step's error in its place."""
         results = self.client.step_many(steps, admissible=admissible, return_errors=True, timeout=timeout)
         return [
-            result if isinstance(result, EnvhubError) else _step_view(session_id, result)
+            result if isinstance(result, EnvhubError) else env_view(session_id, result.observation, result)
             for (session_id, _), result in zip(steps, results, strict=True)
         ]
 
@@ -86,7 +73,7 @@ class ClientEnvPort:
 
     def restore(self, snapshot: bytes, *, admissible: bool) -> EnvView:
         start = self.client.restore(snapshot, admissible=admissible)
-        return _view(start.session_id, start.observation)
+        return env_view(start.session_id, start.observation)
 
     def expert(self, session_id: str) -> list[str]:
         return list(self.client.expert_actions(session_id))
@@ -97,25 +84,3 @@ class ClientEnvPort:
     def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]:
         tasks = self.client.list_tasks(self.environment, split=split)
         return [task.task_id for task in tasks if not families or task.family in families]
-
-
-def _step_view(session_id: str, result: Any) -> EnvView:
-    return _view(
-        session_id,
-        result.observation,
-        reward=result.reward,
-        terminated=result.terminated,
-        truncated=result.truncated,
-        won=result.won,
-    )
-
-
-def _view(session_id: str, observation: Any, **step: Any) -> EnvView:
-    return EnvView(
-        session_id=session_id,
-        text=observation.text,
-        task_description=observation.task_description,
-        admissible=tuple(observation.admissible_actions or ()),
-        score=float(observation.score),
-        **step,
-    )

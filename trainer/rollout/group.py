@@ -19,10 +19,11 @@ from typing import Any, ClassVar, Literal, TypeVar
 import grpc
 
 from envhub.core.errors import EnvhubError
+from envhub.integrations.episodes import EnvView
 from trainer.backends.base import Generation, GenerationBackend, SamplingSettings
 from trainer.prompts import INVALID_ACTION_OBSERVATION, PastStep, PromptRenderer, PromptState, encode_user_turn
 from trainer.prompts.parse import parse_action
-from trainer.rollout.envport import EnvPort, EnvView
+from trainer.rollout.envport import EnvPort
 from trainer.rollout.takeover import ProgressTracker, Recovery
 from trainer.rollout.types import Trajectory, Turn
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from envhub.client.sync import EnvhubClient
+from envhub.integrations.episodes import EnvView
 from trainer.backends.base import Generation
 from trainer.backends.hf import HFBackend
 from trainer.batching import SyncGroups, attach_teacher_logprobs
@@ -17,7 +18,6 @@ from trainer.models.loading import load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
 from trainer.rollout import ClientEnvPort, GroupRollout, RolloutSettings, SamplingSettings
-from trainer.rollout.envport import EnvView
 from trainer.rollout.takeover import ProgressTracker, Recovery, RecoverySettings, made_progress
 from trainer.workers import STOP_STRINGS
 
