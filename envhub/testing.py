@@ -160,7 +160,7 @@ class ToyKind(EnvironmentKind):
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:
-        super().from_config({key: value for key, value in config.items() if key not in cls.config_keys})
+        cls.check_config_keys(config)
         tasks = config.get("tasks", 4)
         if isinstance(tasks, bool) or not isinstance(tasks, int | str) or not str(tasks).isdecimal():
             raise ValueError(f"toy.tasks must be a positive integer, not {tasks!r}")

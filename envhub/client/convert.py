@@ -25,6 +25,7 @@ def environment(message: pb.EnvironmentInfo) -> types.EnvironmentInfo:
         ),
         default_max_steps=message.default_max_steps,
         options=dict(message.options),
+        config=dict(message.config),
     )
 
 

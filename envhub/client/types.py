@@ -36,6 +36,8 @@ class EnvironmentInfo:
     capabilities: Capabilities
     default_max_steps: int
     options: Mapping[str, str]
+    config: Mapping[str, str] = field(default_factory=dict)
+    """The server-side settings the environment runs with (`envhub serve --set NAME.KEY=VALUE`), as text."""
 
 
 TaskInfo = TaskSpec

@@ -147,13 +147,19 @@ class EnvironmentKind(abc.ABC):
     def from_config(cls, config: Mapping[str, Any]) -> Self:
         """An instance configured by `config` (keys from `config_keys`); ValueError naming a bad key or value.
 
-        The default accepts no keys and calls `cls()`; kinds with settings override it.
+        The default accepts no keys and calls `cls()`; kinds with settings override it, starting
+        with `check_config_keys`.
         """
+        cls.check_config_keys(config)
+        return cls()
+
+    @classmethod
+    def check_config_keys(cls, config: Mapping[str, Any]) -> None:
+        """ValueError naming the keys of `config` that are not in `config_keys`."""
         unknown = sorted(set(config) - set(cls.config_keys))
         if unknown:
             known = ", ".join(sorted(cls.config_keys)) or "none"
             raise ValueError(f"unknown configuration key(s) {unknown} for {cls.name}; known keys: {known}")
-        return cls()
 
     def config(self) -> Mapping[str, str]:
         """The configuration this instance runs with, as text (shown in ListEnvironments); empty by default."""

@@ -147,7 +147,7 @@ class AlfWorldKind(EnvironmentKind):
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> AlfWorldKind:
         """From `envhub serve --env alfworld --set alfworld.rooms=small` (keys: `config_keys`)."""
-        super().from_config({key: value for key, value in config.items() if key not in cls.config_keys})
+        cls.check_config_keys(config)
         data = config.get("data")
         if data is not None and not Path(str(data)).is_dir():
             raise ValueError(f"alfworld.data={data!r} is not a folder")

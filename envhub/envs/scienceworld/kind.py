@@ -66,7 +66,7 @@ class ScienceWorldKind(EnvironmentKind):
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ScienceWorldKind:
         """From `envhub serve --env scienceworld --set scienceworld.sessions_per_worker=64`."""
-        super().from_config({key: value for key, value in config.items() if key not in cls.config_keys})
+        cls.check_config_keys(config)
         opts = str(config.get("java_opts", " ".join(DEFAULT_JAVA_OPTS))).split()
         if not all(opt.startswith("-") for opt in opts):
             raise ValueError(f"scienceworld.java_opts must be JVM options (each starting with '-'), not {opts}")

@@ -53,6 +53,8 @@ class DataSource:
     """Question splits plus where to retrieve from."""
 
     splits: dict[str, list[Question]]
+    folder: Path
+    """The folder the question files were read from."""
     index: Path | None
     retriever_url: str
     digest: str
@@ -85,4 +87,4 @@ def load_source(data: str | Path | None = None, index: str | Path | None = None,
     for split, path in files.items():
         digest.update(split.encode() + b"\0" + path.read_bytes())
         splits[split] = read_questions(path)
-    return DataSource(splits, None if retriever_url else index_dir, retriever_url, digest.hexdigest()[:12])
+    return DataSource(splits, folder, None if retriever_url else index_dir, retriever_url, digest.hexdigest()[:12])

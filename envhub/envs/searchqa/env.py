@@ -1,10 +1,11 @@
 """`SearchQAEnv`: one question answered in Search-R1 turns.
 
 A turn is `<search> query </search>` (the top `topk` passages come back in
-`<information>...</information>`) or `<answer> text </answer>` (the episode ends; the reward is
-exact match after SQuAD normalisation against any accepted answer, F1 in the info). Anything
-else, or an empty query, is an invalid turn: it counts against the turn limit (the session's
-max_steps, 4 by default) and the observation says how to act.
+`<information>...</information>`; `topk` is the session's option, else the server's
+`searchqa.topk`) or `<answer> text </answer>` (the episode ends; the reward is exact match
+after SQuAD normalisation against any accepted answer, F1 in the info). Anything else, or an
+empty query, is an invalid turn: it counts against the turn limit (the session's max_steps, by
+default the server's `searchqa.max_turns`, 4) and the observation says how to act.
 
 The state is the interaction history as plain data (each turn's kind, text and retrieved
 passage ids), so native snapshots restore without replaying or searching again.
@@ -36,9 +37,9 @@ MAX_TOPK = 20
 ANSWER_ECHO_CHARS = 200
 
 
-def topk_option(options: Mapping[str, str]) -> int:
-    """The `topk` option as an int; ValueError names the bad value."""
-    raw = options.get("topk", str(DEFAULT_TOPK))
+def topk_option(options: Mapping[str, str], default: int = DEFAULT_TOPK) -> int:
+    """The `topk` option as an int (`default` when absent); ValueError names the bad value."""
+    raw = options.get("topk", str(default))
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_TOPK:
         raise ValueError(f"option topk={raw!r} must be an integer from 1 to {MAX_TOPK}")
     return int(raw)
@@ -54,14 +55,20 @@ class Turn:
 
 
 class SearchQAEnv(Environment):
-    """Plays questions from `questions` (task id -> question) with a shared retriever."""
+    """Plays questions from `questions` (task id -> question) with a shared retriever.
 
-    def __init__(self, questions: Mapping[str, Question], retriever: Retriever) -> None:
+    A search returns `topk` passages: the session's `topk` option, else `default_topk`.
+    """
+
+    def __init__(
+        self, questions: Mapping[str, Question], retriever: Retriever, default_topk: int = DEFAULT_TOPK
+    ) -> None:
         self._questions = questions
         self._retriever = retriever
         self._question: Question | None = None
         self._task_id = ""
-        self._topk = DEFAULT_TOPK
+        self._default_topk = default_topk
+        self._topk = default_topk
         self._turns: list[Turn] = []
         self._score = 0.0
 
@@ -72,7 +79,7 @@ class SearchQAEnv(Environment):
 
     def _start(self, task: TaskSpec, options: Mapping[str, str]) -> Question:
         try:
-            self._topk = topk_option(options)
+            self._topk = topk_option(options, self._default_topk)
         except ValueError as exc:
             raise errors.invalid_argument(str(exc), "BAD_OPTION") from exc
         question = self._questions.get(task.task_id)

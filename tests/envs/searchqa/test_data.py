@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from envhub.core.session import Session
 from envhub.envs.searchqa.build import BuildConfig, build_dataset
-from envhub.envs.searchqa.corpus import read_questions, write_jsonl
+from envhub.envs.searchqa.corpus import read_questions
 from envhub.envs.searchqa.kind import SearchQAKind
 from envhub.envs.searchqa.protocol import normalize_answer
 from envhub.envs.searchqa.questions import MULTI_HOP
-from envhub.envs.searchqa.retriever import build_index, open_index
+from envhub.envs.searchqa.retriever import open_index
 
 
 def test_no_test_question_is_in_train_and_builds_are_deterministic(data_dir: Path, tmp_path: Path) -> None:
@@ -37,37 +38,13 @@ def test_every_answer_is_in_a_gold_passage_and_multi_hop_needs_two_searches(data
         assert len(question.gold_searches) >= (2 if question.data_source in MULTI_HOP else 1)
 
 
-def _write_search_r1_files(folder: Path, parquet: bool) -> None:
-    corpus = [
-        {"id": "0", "contents": '"Ada Lovelace"\nAda Lovelace wrote the first published algorithm in 1843.'},
-        {"id": "1", "contents": '"Charles Babbage"\nCharles Babbage designed the Analytical Engine.'},
-        {"id": "2", "contents": '"Analytical Engine"\nThe Analytical Engine was a proposed mechanical computer.'},
-    ]
-    write_jsonl(folder / "corpus.jsonl", corpus)
-    build_index(folder / "corpus.jsonl", folder / "index")
-    rows = [
-        {
-            "id": "test_0",
-            "question": "Who designed the Analytical Engine?",
-            "golden_answers": ["Charles Babbage"],
-            "data_source": "nq",
-        },
-        {"id": "test_1", "question": "When was the first algorithm published?", "golden_answers": ["1843"]},
-    ]
-    if parquet:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.Table.from_pylist(rows), folder / "test.parquet")
-    else:
-        write_jsonl(folder / "test.jsonl", rows)
-
-
 @pytest.mark.parametrize("parquet", [False, True])
-def test_search_r1_files_load_from_a_user_folder(tmp_path: Path, parquet: bool) -> None:
+def test_search_r1_files_load_from_a_user_folder(
+    tmp_path: Path, parquet: bool, write_search_r1_files: Callable[[Path, bool], None]
+) -> None:
     if parquet:
         pytest.importorskip("pyarrow")
-    _write_search_r1_files(tmp_path, parquet)
+    write_search_r1_files(tmp_path, parquet)
     kind = SearchQAKind(tmp_path, index=tmp_path / "index")
     assert kind.splits() == ["test"] and [s.task_id for s in kind.tasks("test")] == ["test_0", "test_1"]
     session = Session.start(kind, kind.task("test_0"))
