@@ -8,8 +8,8 @@ generated catalogue exercises the official path. Deterministic for a given (prod
 
     python -m envhub.envs.webshop.generator OUT_DIR [--products 3000] [--seed 0]
 
-writes the three files into OUT_DIR; serve them with `envhub serve --env webshop` and
-`WEBSHOP_DATA=OUT_DIR` (or `WebShopKind(data_path=OUT_DIR)`).
+writes the three files into OUT_DIR; serve them with `envhub serve --env webshop --set
+webshop.data=OUT_DIR` (or `WEBSHOP_DATA=OUT_DIR`, or `WebShopKind(data_path=OUT_DIR)`).
 """
 
 from __future__ import annotations
