@@ -32,6 +32,7 @@ from envhub.core.environment import (
     StepResult,
     TaskSpec,
 )
+from envhub.core.settings import whole_number
 
 REFERENCE = "envhub.testing:ToyKind"
 """What to pass as an environment name to serve the toy kind."""
@@ -161,10 +162,8 @@ class ToyKind(EnvironmentKind):
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:
         cls.check_config_keys(config)
-        tasks = config.get("tasks", 4)
-        if isinstance(tasks, bool) or not isinstance(tasks, int | str) or not str(tasks).isdecimal():
-            raise ValueError(f"toy.tasks must be a positive integer, not {tasks!r}")
-        return cls(int(tasks), config.get("gate"), str(config.get("unprepared", "")))
+        tasks = whole_number("toy.tasks", config.get("tasks", 4), least=1)
+        return cls(tasks, config.get("gate"), str(config.get("unprepared", "")))
 
     def config(self) -> Mapping[str, str]:
         return dict(self._config)

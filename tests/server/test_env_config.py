@@ -44,7 +44,7 @@ def test_serve_stops_with_the_kinds_message_on_a_bad_value(caplog: pytest.LogCap
     argv = ["serve", "--env", REFERENCE, "--port", "0", "--set", f"{REFERENCE}.tasks=0"]
     with caplog.at_level(logging.ERROR, logger="envhub"):
         assert cli.main(argv) == 1
-    assert "toy.tasks must be at least 1" in caplog.text
+    assert "toy.tasks must be a whole number of at least 1, not 0" in caplog.text
     with caplog.at_level(logging.ERROR, logger="envhub"):
         assert cli.main(["serve", "--env", REFERENCE, "--set", "bad"]) == 2
     assert "ENV.KEY=VALUE" in caplog.text

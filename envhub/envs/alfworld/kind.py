@@ -17,6 +17,7 @@ from typing import Any, overload
 
 from envhub.core import errors
 from envhub.core.environment import Capabilities, Environment, EnvironmentKind, TaskSpec
+from envhub.core.settings import whole_number
 from envhub.envs.alfworld import memo
 from envhub.envs.alfworld.env import AlfWorldEnv
 from envhub.envs.alfworld.experts import EXPERTS
@@ -151,13 +152,9 @@ class AlfWorldKind(EnvironmentKind):
         data = config.get("data")
         if data is not None and not Path(str(data)).is_dir():
             raise ValueError(f"alfworld.data={data!r} is not a folder")
-        seed = str(config.get("seed", 0))
-        if not seed.isdecimal():
-            raise ValueError(f"alfworld.seed must be a non-negative integer, not {seed!r}")
-        ahead = str(config.get("prepare_ahead", 0))
-        if not ahead.isdecimal():
-            raise ValueError(f"alfworld.prepare_ahead must be a non-negative integer, not {ahead!r}")
-        return cls(data, rooms=str(config.get("rooms", DEFAULT_ROOMS)), seed=int(seed), prepare_ahead=int(ahead))
+        seed = whole_number("alfworld.seed", config.get("seed", 0))
+        ahead = whole_number("alfworld.prepare_ahead", config.get("prepare_ahead", 0))
+        return cls(data, rooms=str(config.get("rooms", DEFAULT_ROOMS)), seed=seed, prepare_ahead=ahead)
 
     def config(self) -> Mapping[str, str]:
         return dict(self._config)

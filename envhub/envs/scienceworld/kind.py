@@ -16,6 +16,7 @@ from scienceworld.version import __version__ as SCIENCEWORLD_VERSION
 
 from envhub.core import errors
 from envhub.core.environment import Capabilities, Environment, EnvironmentKind, TaskSpec
+from envhub.core.settings import whole_number
 from envhub.envs.scienceworld import catalog
 from envhub.envs.scienceworld import options as sw_options
 from envhub.envs.scienceworld.environment import ScienceWorldEnvironment
@@ -70,10 +71,8 @@ class ScienceWorldKind(EnvironmentKind):
         opts = str(config.get("java_opts", " ".join(DEFAULT_JAVA_OPTS))).split()
         if not all(opt.startswith("-") for opt in opts):
             raise ValueError(f"scienceworld.java_opts must be JVM options (each starting with '-'), not {opts}")
-        cap = str(config.get("sessions_per_worker", DEFAULT_SIMULATORS))
-        if not cap.isdigit():
-            raise ValueError(f"scienceworld.sessions_per_worker must be a whole number, not {cap!r}")
-        return cls(opts, int(cap))
+        cap = whole_number("scienceworld.sessions_per_worker", config.get("sessions_per_worker", DEFAULT_SIMULATORS), 1)
+        return cls(opts, cap)
 
     def config(self) -> Mapping[str, str]:
         return {"java_opts": " ".join(self._java_opts), "sessions_per_worker": str(self._sessions_per_worker)}

@@ -19,7 +19,7 @@ def test_whole_rooms_are_the_default_and_small_is_named() -> None:
     ("config", "message"),
     [
         ({"rooms": "huge"}, "alfworld.rooms must be one of whole, small"),
-        ({"seed": "-1"}, "alfworld.seed must be a non-negative integer"),
+        ({"seed": "-1"}, "alfworld.seed must be a whole number of at least 0"),
         ({"data": "/no/such/folder"}, "is not a folder"),
         ({"colour": "red"}, "unknown configuration key"),
     ],
