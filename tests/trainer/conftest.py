@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from trainer.config import TrainerConfig, config_from_dict
 from trainer.models.tiny import TinyModels, TinySpec, make_tiny_models
 from trainer.prompts import PastStep, PromptRenderer, PromptState
 from trainer.rollout.local_server import LocalServer
@@ -39,6 +41,30 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     """A random student (hidden 64, 2 layers) and teacher (hidden 128, 2 layers) sharing one tokenizer."""
     out: Path = tmp_path_factory.mktemp("tiny-models")
     return make_tiny_models(out, corpus(), student=TinySpec(64, 2), teacher=TinySpec(128, 2), vocab_size=600)
+
+
+@pytest.fixture(scope="session")
+def alfworld_config(tiny_models: TinyModels) -> Callable[..., TrainerConfig]:
+    """`build(server, **sections)`: a small trainer config for the tiny models on an ALFWorld server (CPU, compact
+    prompts, 3-turn episodes). A section given as a dict updates the base section of that name key by key; any
+    other keyword (a top-level value, or a section the base lacks) is set as given."""
+
+    def build(server: str, **sections: Any) -> TrainerConfig:
+        data: dict[str, Any] = {
+            "models": {"student": str(tiny_models.student), "teacher": str(tiny_models.teacher)},
+            "backend": {"device": "cpu"},
+            "env": {"name": "alfworld", "targets": [server], "max_turns": 3, "families": ["pick_and_place_simple"],
+                    "max_tasks": 8},
+            "prompt": {"style": "compact", "history_length": 1, "max_prompt_tokens": 256},
+            "rollout": {"group_size": 2, "tasks_per_step": 2, "max_new_tokens": 8},
+            "optim": {"lr": 1e-3},
+        }  # fmt: skip
+        for name, value in sections.items():
+            base = data.get(name)
+            data[name] = {**base, **value} if isinstance(base, dict) and isinstance(value, dict) else value
+        return config_from_dict(data)
+
+    return build
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,33 +12,26 @@ from trainer.batching.divopd_stats import PLOTTED as DIVOPD_KEYS
 from trainer.config import TrainerConfig, config_from_dict
 from trainer.driver import train
 from trainer.metrics import read_metrics
-from trainer.models.tiny import TinyModels
 
 
-def _config(tiny_models: TinyModels, server: str, out: Path, **sections: dict[str, object]) -> TrainerConfig:
-    data: dict[str, object] = {
+def _config(alfworld_config: Callable[..., TrainerConfig], server: str, out: Path, **sections: object) -> TrainerConfig:
+    """A 2-step DivOPD run (OPD, 2 producers) into `out`, without checkpoints."""
+    defaults = {
         "steps": 2,
         "output_dir": str(out),
         "checkpoint_every": 0,
-        "models": {"student": str(tiny_models.student), "teacher": str(tiny_models.teacher)},
-        "backend": {"device": "cpu"},
-        "env": {"name": "alfworld", "targets": [server], "max_turns": 3, "families": ["pick_and_place_simple"],
-                "max_tasks": 8},
-        "prompt": {"style": "compact", "history_length": 1, "max_prompt_tokens": 256},
-        "rollout": {"group_size": 1, "tasks_per_step": 2, "max_new_tokens": 8},
+        "rollout": {"group_size": 1},
         "objective": {"name": "opd", "reduction": "turn-mean-token-mean"},
-        "optim": {"lr": 1e-3},
         "divopd": {"enabled": True, "batch_rows": 4, "initial_cap": 1, "producers": 2},
-    }  # fmt: skip
-    data.update(sections)
-    return config_from_dict(data)
+    }
+    return alfworld_config(server, **{**defaults, **sections})
 
 
 @pytest.mark.parametrize(("reader", "schedule"), [("divopd-base", "async"), ("vanilla", "lockstep")])
 def test_async_run_logs_divopd_diagnostics(
-    tmp_path: Path, tiny_models: TinyModels, alfworld_server: str, reader: str, schedule: str
+    tmp_path: Path, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str, reader: str, schedule: str
 ) -> None:
-    config = _config(tiny_models, alfworld_server, tmp_path / reader)
+    config = _config(alfworld_config, alfworld_server, tmp_path / reader)
     config.divopd.reader = reader  # type: ignore[assignment]
     config.divopd.schedule = schedule  # type: ignore[assignment]
     config.divopd.producers = 2 if schedule == "async" else 1
@@ -57,7 +51,7 @@ def test_async_run_logs_divopd_diagnostics(
 
 @pytest.mark.slow
 def test_async_run_with_ray_actors_in_their_gpu_slots(
-    tmp_path: Path, tiny_models: TinyModels, alfworld_server: str
+    tmp_path: Path, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
 ) -> None:
     """Producers, teacher and learner are placed like the synchronous path (`placement.*`), here on a
     local Ray with 3 logical GPUs (the models stay on the CPU): split mode needs one GPU per role."""
@@ -68,7 +62,7 @@ def test_async_run_with_ray_actors_in_their_gpu_slots(
     ray.init(num_gpus=3, num_cpus=2, object_store_memory=100 * 1024 * 1024, include_dashboard=False)
     try:
         too_many = _config(
-            tiny_models,
+            alfworld_config,
             alfworld_server,
             tmp_path / "too-many",
             ray={"enabled": True},
@@ -77,7 +71,7 @@ def test_async_run_with_ray_actors_in_their_gpu_slots(
         with pytest.raises(RuntimeError, match="could not reserve"):  # 2 learner + 2 producer + 1 teacher GPUs
             train(too_many, progress=False)
         config = _config(
-            tiny_models,
+            alfworld_config,
             alfworld_server,
             tmp_path / "ray",
             ray={"enabled": True},

@@ -3,38 +3,31 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from trainer.config import TrainerConfig, config_from_dict
+from trainer.config import TrainerConfig
 from trainer.driver import train
 from trainer.metrics import CORE_PLOTTED, read_metrics
-from trainer.models.tiny import TinyModels
 
 
-def _config(tiny_models: TinyModels, server: str, out: Path, **sections: dict[str, object]) -> TrainerConfig:
-    data: dict[str, object] = {
+def _config(alfworld_config: Callable[..., TrainerConfig], server: str, out: Path, **sections: object) -> TrainerConfig:
+    """A 2-step ATOD run into `out` that checkpoints at its end."""
+    defaults = {
         "steps": 2,
         "output_dir": str(out),
         "checkpoint_every": 2,
-        "models": {"student": str(tiny_models.student), "teacher": str(tiny_models.teacher)},
-        "backend": {"device": "cpu"},
-        "env": {"name": "alfworld", "targets": [server], "max_turns": 3, "families": ["pick_and_place_simple"],
-                "max_tasks": 8},
-        "prompt": {"style": "compact", "history_length": 1, "max_prompt_tokens": 256},
-        "rollout": {"group_size": 2, "tasks_per_step": 2, "max_new_tokens": 8},
         "objective": {"name": "atod", "params": {"coef_anneal_steps": 2}},
-        "optim": {"lr": 1e-3},
-    }  # fmt: skip
-    data.update(sections)
-    return config_from_dict(data)
+    }
+    return alfworld_config(server, **{**defaults, **sections})
 
 
 def test_atod_run_logs_diagnostics_checkpoints_and_resumes(
-    tmp_path: Path, tiny_models: TinyModels, alfworld_server: str
+    tmp_path: Path, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
 ) -> None:
-    config = _config(tiny_models, alfworld_server, tmp_path / "run", eval={"every": 2, "num_tasks": 2})
+    config = _config(alfworld_config, alfworld_server, tmp_path / "run", eval={"every": 2, "num_tasks": 2})
     result = train(config, progress=False)
     assert result.final_step == 2 and result.checkpoint and result.checkpoint.endswith("step_000002")
     records = read_metrics(tmp_path / "run" / "metrics.jsonl")
@@ -60,12 +53,14 @@ def test_atod_run_logs_diagnostics_checkpoints_and_resumes(
 
 
 @pytest.mark.slow
-def test_ray_workers_run_one_step(tmp_path: Path, tiny_models: TinyModels, alfworld_server: str) -> None:
+def test_ray_workers_run_one_step(
+    tmp_path: Path, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
     pytest.importorskip("ray")
     import ray
 
     config = _config(
-        tiny_models, alfworld_server, tmp_path / "ray", steps=1, ray={"enabled": True, "object_store_mb": 100}
+        alfworld_config, alfworld_server, tmp_path / "ray", steps=1, ray={"enabled": True, "object_store_mb": 100}
     )
     try:
         result = train(config, progress=False)

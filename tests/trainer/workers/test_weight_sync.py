@@ -13,6 +13,7 @@ import os
 import pickle
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from torch.multiprocessing.reductions import rebuild_tensor
 
 from trainer.backends.weight_transfer import WeightExport, merge_ipc_infos
 from trainer.batching import SyncGroups
-from trainer.config import TrainerConfig, config_from_dict
+from trainer.config import TrainerConfig
 from trainer.driver import train_step
 from trainer.models.loading import load_model
 from trainer.models.tiny import TinyModels
@@ -121,19 +122,14 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     _NCCL_GROUPS.clear()
 
 
-def _config(tiny_models: TinyModels, server: str, **sections: Any) -> TrainerConfig:
-    data: dict[str, Any] = {
-        "models": {"student": str(tiny_models.student), "teacher": str(tiny_models.teacher)},
-        "backend": {"device": "cpu"},
-        "env": {"name": "alfworld", "targets": [server], "max_turns": 2, "families": ["pick_and_place_simple"],
-                "max_tasks": 4},
-        "prompt": {"style": "compact", "history_length": 1, "max_prompt_tokens": 256},
-        "rollout": {"group_size": 2, "tasks_per_step": 1, "max_new_tokens": 6},
+def _config(alfworld_config: Callable[..., TrainerConfig], server: str, **sections: object) -> TrainerConfig:
+    """A one-task GRPO step on 2-turn episodes: the least driver work that moves weights."""
+    defaults = {
+        "env": {"max_turns": 2, "max_tasks": 4},
+        "rollout": {"tasks_per_step": 1, "max_new_tokens": 6},
         "objective": {"name": "grpo"},
-        "optim": {"lr": 1e-3},
-    }  # fmt: skip
-    data.update(sections)
-    return config_from_dict(data)
+    }
+    return alfworld_config(server, **{**defaults, **sections})
 
 
 def _engine_weights(student: Path) -> dict[str, torch.Tensor]:
@@ -141,15 +137,23 @@ def _engine_weights(student: Path) -> dict[str, torch.Tensor]:
     return {n: t.to(torch.bfloat16) if t.is_floating_point() else t for n, t in model.state_dict().items()}
 
 
-def test_weight_sync_modes_resolve_and_validate(tiny_models: TinyModels) -> None:
-    base = _config(tiny_models, "h:1")
+def _assert_engine_holds_student_weights(llm: _FakeLLM, student: Path) -> None:
+    """The engine loaded every weight of the learner (the tiny student), bitwise, in bf16."""
+    expected = _engine_weights(student)
+    assert llm.loaded.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(llm.loaded[name], tensor), name
+
+
+def test_weight_sync_modes_resolve_and_validate(alfworld_config: Callable[..., TrainerConfig]) -> None:
+    base = _config(alfworld_config, "h:1")
     assert base.weight_sync() == "state_dict"
     vllm = {"kind": "vllm", "device": "cpu"}
-    assert _config(tiny_models, "h:1", backend=vllm).weight_sync() == "inproc"
+    assert _config(alfworld_config, "h:1", backend=vllm).weight_sync() == "inproc"
     ray = {"enabled": True}
-    assert _config(tiny_models, "h:1", backend=vllm, ray=ray).weight_sync() == "ipc"
+    assert _config(alfworld_config, "h:1", backend=vllm, ray=ray).weight_sync() == "ipc"
     split = {"mode": "split"}
-    assert _config(tiny_models, "h:1", backend=vllm, ray=ray, placement=split).weight_sync() == "nccl"
+    assert _config(alfworld_config, "h:1", backend=vllm, ray=ray, placement=split).weight_sync() == "nccl"
     bad = [
         ({"backend": {"weight_sync": "ipc"}}, "backend.kind to vllm"),
         ({"backend": {**vllm, "weight_sync": "ipc"}, "placement": split}, "colocated"),
@@ -171,7 +175,7 @@ def test_weight_sync_modes_resolve_and_validate(tiny_models: TinyModels) -> None
     ]
     for sections, message in bad:
         with pytest.raises(ValueError, match=message):
-            _config(tiny_models, "h:1", **sections)
+            _config(alfworld_config, "h:1", **sections)
 
 
 def test_chunk_plan_and_ipc_payload_round_trip_through_pickle() -> None:
@@ -195,10 +199,10 @@ def test_chunk_plan_and_ipc_payload_round_trip_through_pickle() -> None:
 
 
 def test_ipc_sync_follows_vllm_weight_transfer_order_and_wakes_colocated_engines(
-    tiny_models: TinyModels, alfworld_server: str, fake_vllm: None
+    tiny_models: TinyModels, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str, fake_vllm: None
 ) -> None:
     config = _config(
-        tiny_models,
+        alfworld_config,
         alfworld_server,
         backend={"kind": "vllm", "device": "cpu", "weight_sync": "ipc", "weight_bucket_mb": 0.05},
     )
@@ -221,18 +225,17 @@ def test_ipc_sync_follows_vllm_weight_transfer_order_and_wakes_colocated_engines
             "wake_up",
         ]
         assert llm.calls[0][1] == ["weights"] and llm.calls[-1][1] == ["kv_cache"]
-        expected = _engine_weights(tiny_models.student)
-        assert llm.loaded.keys() == expected.keys()
-        for name, tensor in expected.items():
-            assert torch.equal(llm.loaded[name], tensor), name
+        _assert_engine_holds_student_weights(llm, tiny_models.student)
     finally:
         group.close()
 
 
 def test_inproc_sync_hands_bf16_buckets_to_the_engine_in_this_process(
-    tiny_models: TinyModels, alfworld_server: str, fake_vllm: None
+    tiny_models: TinyModels, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str, fake_vllm: None
 ) -> None:
-    config = _config(tiny_models, alfworld_server, backend={"kind": "vllm", "device": "cpu", "weight_bucket_mb": 0.05})
+    config = _config(
+        alfworld_config, alfworld_server, backend={"kind": "vllm", "device": "cpu", "weight_bucket_mb": 0.05}
+    )
     assert config.weight_sync() == "inproc"  # what `make gpu-smoke` runs first (Ray off)
     group = WorkerGroup(config, [alfworld_server])
     try:
@@ -243,19 +246,16 @@ def test_inproc_sync_hands_bf16_buckets_to_the_engine_in_this_process(
         buckets = names.count("collective_rpc")
         assert buckets > 1
         assert names == ["wake_up", *["collective_rpc"] * buckets, "reset_prefix_cache", "wake_up"]
-        expected = _engine_weights(tiny_models.student)
-        assert llm.loaded.keys() == expected.keys()
-        for name, tensor in expected.items():
-            assert torch.equal(llm.loaded[name], tensor), name
+        _assert_engine_holds_student_weights(llm, tiny_models.student)
     finally:
         group.close()
 
 
 def test_nccl_sync_announces_each_chunk_that_the_learner_broadcasts(
-    tiny_models: TinyModels, alfworld_server: str, fake_vllm: None
+    tiny_models: TinyModels, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str, fake_vllm: None
 ) -> None:
     config = _config(
-        tiny_models,
+        alfworld_config,
         alfworld_server,
         backend={"kind": "vllm", "device": "cpu", "weight_bucket_mb": 0.05},
         ray={"enabled": True},
@@ -296,12 +296,12 @@ def test_nccl_sync_announces_each_chunk_that_the_learner_broadcasts(
 
 
 def test_tensor_parallel_engines_run_their_workers_with_mp_spawned(
-    tiny_models: TinyModels, monkeypatch: pytest.MonkeyPatch, fake_vllm: None
+    alfworld_config: Callable[..., TrainerConfig], monkeypatch: pytest.MonkeyPatch, fake_vllm: None
 ) -> None:
     monkeypatch.delenv("VLLM_WORKER_MULTIPROC_METHOD", raising=False)
     placement = {"mode": "split", "learner_gpus": 1, "rollout_gpus": 2, "teacher_gpus": 4}
     config = _config(
-        tiny_models,
+        alfworld_config,
         "h:1",
         objective={"name": "atod"},
         backend={"kind": "vllm", "device": "cpu", "tensor_parallel_size": 2},
@@ -316,8 +316,10 @@ def test_tensor_parallel_engines_run_their_workers_with_mp_spawned(
     assert (teacher.kwargs["tensor_parallel_size"], teacher.kwargs["distributed_executor_backend"]) == (4, "mp")
 
 
-def test_colocated_driver_step_sleeps_engines_through_the_update(tiny_models: TinyModels, alfworld_server: str) -> None:
-    config = _config(tiny_models, alfworld_server, objective={"name": "atod"})
+def test_colocated_driver_step_sleeps_engines_through_the_update(
+    alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
+    config = _config(alfworld_config, alfworld_server, objective={"name": "atod"})
     group = WorkerGroup(config, [alfworld_server])
     try:
         backend = group.rollout_workers[0].backend
@@ -330,7 +332,7 @@ def test_colocated_driver_step_sleeps_engines_through_the_update(tiny_models: Ti
         assert list(teacher.memory_events) == ["sleep:1", "wake:all"]
     finally:
         group.close()
-    split = _config(tiny_models, alfworld_server, placement={"mode": "split"})
+    split = _config(alfworld_config, alfworld_server, placement={"mode": "split"})
     group = WorkerGroup(split, [alfworld_server])
     try:
         group.sync_weights()
