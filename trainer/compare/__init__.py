@@ -8,6 +8,8 @@ from pathlib import Path
 from trainer.compare.report import write_report
 from trainer.compare.run import run_compare
 from trainer.compare.spec import SIZE_FIELDS, CompareSpec, load_spec
+from trainer.compare.suite import suite_members, write_summary
+from trainer.config import ConfigError
 
 __all__ = ["CompareSpec", "compare", "load_spec"]
 
@@ -23,7 +25,17 @@ def compare(
     report_only: bool = False,
 ) -> Path:
     """Run the comparison `name` (`--quick` size when asked; `sizes` and `arms` narrow it; models from `models_dir`,
-    default the config's `models`) and write its report."""
+    default the config's `models`) and write its report. A suite runs each of its comparisons into `out_dir/<name>`
+    (each on its own models) and writes the summary across them."""
+    members = suite_members(name)
+    if members:
+        if models_dir is not None:
+            raise ConfigError("a suite uses each comparison's own models (`models:` in its config); drop --models")
+        for member in members:
+            compare(member, Path(out_dir) / member, quick=quick, sizes=sizes, arms=arms, report_only=report_only)
+        summary = write_summary(Path(name).stem, members, Path(out_dir))
+        print(f"compare suite report: {summary}")
+        return summary
     shipped = load_spec(name)
     spec = shipped.sized(quick, sizes, arms)
     label = "`--quick` size" if quick else "default size"

@@ -93,7 +93,8 @@ class CompareSpec:
         ]
 
 
-def _find(name: str | Path) -> Path:
+def find_config(name: str | Path) -> Path:
+    """A comparison config's file: `name` as a path, else the shipped config of that name."""
     path = Path(name)
     if not path.is_file():
         path = SHIPPED / f"{Path(name).stem}.yaml"
@@ -110,13 +111,15 @@ def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
         raise ConfigError(f"{path}: `extends` loops back to itself")
     data = yaml.safe_load(path.read_text()) or {}
     parent = data.pop("extends", None)
-    return {**_read(_find(parent), (*seen, path)), **data} if parent else data
+    return {**_read(find_config(parent), (*seen, path)), **data} if parent else data
 
 
 def load_spec(name: str | Path) -> CompareSpec:
     """A comparison config by path or shipped name (`atod-ablation`)."""
-    path = _find(name)
+    path = find_config(name)
     data = _read(path)
+    if "suite" in data:
+        raise ConfigError(f"{path} is a suite of comparisons ({', '.join(data['suite'])}): run each, or the suite")
     try:
         arms = tuple(Arm(a["name"], a["objective"], tuple(a.get("set", ()))) for a in data.pop("arms"))
         unknown = set(data.get("quick", {})) - set(SIZE_FIELDS)

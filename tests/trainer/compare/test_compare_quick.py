@@ -56,16 +56,20 @@ def test_quick_atod_ablation_writes_report(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("comparison", "paper_atod"), [("atod-ablation-webshop", "86.72"), ("atod-ablation-searchqa", "42.33")]
-)
-def test_quick_comparison_on_webshop_and_searchqa(tmp_path: Path, comparison: str, paper_atod: str) -> None:
-    models, out = tmp_path / "models", tmp_path / "compare"
-    cheap_models(models, comparison)
-    argv = ["compare", "--config", comparison, "--quick", "--out", str(out), "--models", str(models)]
-    assert main([*argv, "--arms", "atod"]) == 0
-    [run] = json.loads((out / "runs.json").read_text())["runs"]
-    assert run["steps"] == [0, 2] and run["student_tokens"][-1] > 0 and run["teacher_tokens"] > 0
-    report = (out / "report.md").read_text()
-    assert f"**{load_spec(comparison).env}**" in report and paper_atod in report and "| atod | 1 |" in report
-    assert (out / "runs" / "atod" / "seed0" / "episodes" / "step_000002.html").is_file()
+def test_quick_suite_runs_every_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("alfworld")
+    monkeypatch.chdir(tmp_path)  # each comparison's models in its config's default folder (runs/models...)
+    members = ["atod-ablation", "atod-ablation-searchqa", "atod-ablation-webshop"]
+    for member in members:
+        cheap_models(Path(load_spec(member).models), member)
+    assert main(["compare", "--config", "atod-ablation-all", "--quick", "--arms", "atod", "--out", "suite"]) == 0
+    for member in members:
+        [run] = json.loads((tmp_path / "suite" / member / "runs.json").read_text())["runs"]
+        assert run["steps"] == [0, 2] and run["student_tokens"][-1] > 0 and run["teacher_tokens"] > 0
+        report = (tmp_path / "suite" / member / "report.md").read_text()
+        assert f"**{load_spec(member).env}**" in report and "| atod | 1 |" in report
+        assert (tmp_path / "suite" / member / "runs" / "atod" / "seed0" / "episodes" / "step_000002.html").is_file()
+    summary = (tmp_path / "suite" / "report.md").read_text()
+    row = next(line for line in summary.splitlines() if line.startswith("| atod |"))
+    assert row.count("±") == 3 and "82.81" in row and "42.33" in row and "86.72" in row
+    assert "[webshop](atod-ablation-webshop/report.md)" in summary

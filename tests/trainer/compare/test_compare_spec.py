@@ -90,6 +90,17 @@ def test_extends_replaces_whole_keys_and_refuses_loops(tmp_path: Path) -> None:
         load_spec(loop)
 
 
+def test_a_suite_is_not_a_comparison_and_takes_no_models_folder() -> None:
+    from trainer.compare import compare
+    from trainer.compare.suite import suite_members
+
+    assert set(suite_members("atod-ablation-all")) == set(ATOD_ABLATIONS) and suite_members("atod-ablation") == ()
+    with pytest.raises(ConfigError, match="suite of comparisons"):
+        load_spec("atod-ablation-all")
+    with pytest.raises(ConfigError, match="drop --models"):
+        compare("atod-ablation-all", "out", "models")
+
+
 def test_unknown_comparison_names_the_shipped_ones(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="shipped: atod-ablation"):
         load_spec("no-such-comparison")
