@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -61,6 +62,27 @@ class Gate:
         """Let the blocked `wait` action finish."""
         with open(self.folder / "release", "w", encoding="utf-8") as fifo:
             fifo.write("go\n")
+
+
+class InFlight:
+    """`call()` running on its own thread (e.g. a `wait` step held by a `Gate`) while the test goes on."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._outcome: list[Any] = []
+        self._thread = threading.Thread(target=self._run, args=(call,))
+        self._thread.start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        try:
+            self._outcome.append(call())
+        except BaseException as error:  # handed to the test thread by `outcome`
+            self._outcome.append(error)
+
+    def outcome(self, timeout: float = 60.0) -> Any:
+        """Once the call finished: its result, or the exception it raised (returned, not raised)."""
+        self._thread.join(timeout)
+        [outcome] = self._outcome
+        return outcome
 
 
 def success_reward(options: Mapping[str, str]) -> float:

@@ -3,14 +3,22 @@
 `expand(["dns:///envhub-alfworld.envhub.svc.cluster.local:50051"])` returns one "ip:port" per
 address the name resolves to (a Kubernetes headless Service answers every ready replica), so a
 `PoolTransport` gets one channel per replica; plain "host:port" targets are kept as they are.
+A `Discovery` lets a pool expand its targets again later, so replicas started since join it.
 """
 
 from __future__ import annotations
 
+import functools
 import socket
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from envhub.client.transport import ChannelTransport
 
 DNS_PREFIX = "dns:///"
+REFRESH_S = 30.0
+"""Default seconds between two re-resolutions of a pool's targets (besides one after each retired replica)."""
 
 
 def expand(targets: Sequence[str], family: socket.AddressFamily = socket.AF_INET) -> list[str]:
@@ -29,3 +37,28 @@ def expand(targets: Sequence[str], family: socket.AddressFamily = socket.AF_INET
             if name not in expanded:
                 expanded.append(name)
     return expanded
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """How a `PoolTransport` finds replicas again after it started.
+
+    `resolve()` returns the replica addresses now (`resolver(targets)`: `expand` again);
+    `connect(address)` opens a transport to one. The pool re-resolves when it retires a
+    replica, and before placing a new session once `refresh_s` seconds of `clock` have
+    passed since it last did.
+    """
+
+    resolve: Callable[[], Sequence[str]]
+    connect: Callable[[str], ChannelTransport]
+    refresh_s: float = REFRESH_S
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        if self.refresh_s < 0:
+            raise ValueError(f"refresh_s must be at least 0 seconds, not {self.refresh_s}")
+
+
+def resolver(targets: Sequence[str]) -> Callable[[], list[str]]:
+    """A `Discovery.resolve` that expands `targets` (their DNS names looked up again) on each call."""
+    return functools.partial(expand, list(targets))

@@ -23,14 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import grpc
 from google.protobuf.message import Message
 
 from envhub.client import calls, convert, types
-from envhub.client.endpoints import expand
+from envhub.client.endpoints import REFRESH_S
 from envhub.client.errors import from_status
-from envhub.client.pool_transport import PoolTransport
-from envhub.client.transport import ChannelTransport, Settings
+from envhub.client.pool_transport import FAILED, PoolTransport
+from envhub.client.transport import Settings
 from envhub.core import errors
 from envhub.core.errors import EnvhubError
 from envhub.core.status import to_rpc_status
@@ -38,9 +37,6 @@ from envhub.v1 import envhub_pb2 as pb
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-FAILED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
-"""Codes of a call whose replica may have failed: refused while draining, or cut off by its shutdown or death."""
-PROBE_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -82,11 +78,15 @@ class FailoverTransport:
 
     @classmethod
     def over(
-        cls, targets: Sequence[str], snapshot_every: int = 1, settings: Settings | None = None
+        cls,
+        targets: Sequence[str],
+        snapshot_every: int = 1,
+        settings: Settings | None = None,
+        refresh_s: float = REFRESH_S,
     ) -> FailoverTransport:
-        """One channel per replica of `targets` ("dns:///name:port" stands for every address), pooled, with failover."""
-        replicas = [ChannelTransport(target, settings or Settings()) for target in expand(targets)]
-        return cls(PoolTransport(replicas), snapshot_every)
+        """`PoolTransport.over(targets, settings, refresh_s)` ("dns:///name:port" stands for every
+        address, looked up again every `refresh_s` seconds and after a replica fails), with failover."""
+        return cls(PoolTransport.over(targets, settings, refresh_s), snapshot_every)
 
     def send(self, call: calls.Call[Any]) -> Message:
         if call.method == "StepBatch":
@@ -98,7 +98,7 @@ class FailoverTransport:
             try:
                 response = self.pool.send(_retarget(call, session.live_id))
             except EnvhubError as error:
-                if error.code not in FAILED or not self._replica_failed(self.pool.owner(session.live_id)):
+                if not self.pool.failed(self.pool.owner(session.live_id), error):
                     raise
                 if call.method == "CloseSession":  # its replica is gone or leaving: nothing left to close
                     self._sessions.pop(call.session_id, None)
@@ -133,14 +133,6 @@ class FailoverTransport:
 
     def close(self) -> None:
         self.pool.close()
-
-    def _replica_failed(self, replica: str) -> bool:
-        """Whether `replica` is draining or gone (it refuses, or does not answer, a read-only call)."""
-        try:
-            self.pool.replicas[replica].send(calls.list_environments(timeout=PROBE_TIMEOUT_S))
-        except EnvhubError as error:
-            return error.code in FAILED or error.code == grpc.StatusCode.DEADLINE_EXCEEDED
-        return False
 
     def _run(self, call: calls.Call[R]) -> R:
         return call.decode(self.pool.send(call))

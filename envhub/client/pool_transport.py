@@ -1,47 +1,84 @@
 """`PoolTransport`: a blocking transport over several replicas, routing each call to the replica it concerns.
 
 New sessions (create, restore) go to the replica with the fewest sessions this pool placed
-there (round robin among equals) among those hosting the environment; every call of a
-session goes to the replica named by its id prefix ("<replica_id>.<suffix>");
-`list_environments` merges every replica's answer; a StepBatch is split into one StepBatch per
-replica, sent in parallel.
+there (round robin among equals) among the live ones hosting the environment; if that replica
+fails the call with it (refused as DRAINING, or UNAVAILABLE/CANCELLED and then a read-only
+probe fails too) the pool retires it and places the session on another, raising UNAVAILABLE
+(NO_REPLICA_LEFT) only when none is left. Every call of a session goes to the replica named
+by its id prefix ("<replica_id>.<suffix>"); `list_environments` merges every live replica's
+answer; a StepBatch is split into one StepBatch per replica, sent in parallel. With a
+`Discovery` the pool re-resolves its targets (after retiring a replica, and every
+`refresh_s` seconds before a placement): replicas at new addresses join, retired ones that
+answer again come back.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Sequence
+import logging
+import threading
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import grpc
 from google.protobuf.message import Message
 
 from envhub.client import calls
-from envhub.client.transport import ChannelTransport
+from envhub.client.endpoints import REFRESH_S, Discovery, resolver
+from envhub.client.transport import ChannelTransport, Settings
 from envhub.core import errors
 from envhub.core.errors import EnvhubError
 from envhub.core.status import to_rpc_status
 from envhub.v1 import envhub_pb2 as pb
 
+log = logging.getLogger(__name__)
+FAILED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+"""Codes of a call whose replica may have failed: refused while draining, or cut off by its shutdown or death."""
+PROBE_TIMEOUT_S = 5.0
+
 
 class PoolTransport:
     """One `ChannelTransport` per replica and the routing between them."""
 
-    def __init__(self, replicas: Sequence[ChannelTransport]) -> None:
+    def __init__(self, replicas: Sequence[ChannelTransport], discovery: Discovery | None = None) -> None:
         if not replicas:
             raise ValueError("a pool needs at least one target")
         self.replicas: dict[str, ChannelTransport] = {}
         self._hosts: dict[str, set[str]] = {}
+        self._load: dict[str, int] = {}
+        self._addresses: dict[str, str] = {}
+        """Address -> the replica found there (by `_admit`)."""
+        self.retired: set[str] = set()
+        """Replicas no new session is placed on (draining or gone); their sessions' calls still route there."""
+        self._lock = threading.Lock()
         for transport in replicas:
             answer = transport.send(calls.list_environments())
             replica: str = answer.replica_id  # type: ignore[attr-defined]
             if replica in self.replicas:
                 raise ValueError(f"{transport.target} and {self.replicas[replica].target} are the same replica")
-            self.replicas[replica] = transport
-            self._hosts[replica] = {info.name for info in answer.environments}  # type: ignore[attr-defined]
-        self._load = dict.fromkeys(self.replicas, 0)
+            self._admit(transport, answer)
         self._turn = itertools.count()
+        self.discovery = discovery
+        self._refreshed_at = discovery.clock() if discovery else 0.0
+
+    @classmethod
+    def over(
+        cls, targets: Sequence[str], settings: Settings | None = None, refresh_s: float = REFRESH_S
+    ) -> PoolTransport:
+        """One channel per replica of `targets` ("dns:///name:port" stands for every address), resolved
+        again after a replica is retired and every `refresh_s` seconds (see `Discovery`)."""
+        settings = settings or Settings()
+        discovery = Discovery(resolver(targets), lambda address: ChannelTransport(address, settings), refresh_s)
+        return cls([discovery.connect(address) for address in discovery.resolve()], discovery)
+
+    def _admit(self, transport: ChannelTransport, answer: Any) -> None:
+        replica: str = answer.replica_id
+        self.replicas[replica] = transport
+        self._hosts[replica] = {info.name for info in answer.environments}
+        self._load[replica] = 0
+        self._addresses[transport.target] = replica
 
     def owner(self, session_id: str) -> str:
         """The replica owning `session_id`; NOT_FOUND (UNKNOWN_REPLICA) when it is not in this pool."""
@@ -51,13 +88,77 @@ class PoolTransport:
         return replica
 
     def retire(self, replica: str) -> None:
-        """Place no new session on `replica` (it is draining or gone); its sessions' calls still route there."""
-        self._hosts.pop(replica, None)
+        """Place no new session on `replica` (it is draining or gone); its sessions' calls still route there.
+        The first time, the pool looks for new replicas (with a `Discovery`): a replacement may have started."""
+        with self._lock:
+            if replica in self.retired:
+                return
+            self.retired.add(replica)
+        log.warning("replica %s (%s) retired: no new session goes there", replica, self.replicas[replica].target)
+        self.refresh(revive=False)
 
-    def _place(self, environment: str) -> str:
-        candidates = [name for name, hosted in self._hosts.items() if not environment or environment in hosted]
-        if not candidates:
+    def failed(self, replica: str, error: EnvhubError) -> bool:
+        """Whether a call on `replica` that raised `error` failed with the replica: refused as DRAINING,
+        or UNAVAILABLE/CANCELLED and the replica then refuses, or does not answer, a read-only call."""
+        if error.code not in FAILED:
+            return False
+        if error.reason == "DRAINING":
+            return True
+        try:
+            self.replicas[replica].send(calls.list_environments(timeout=PROBE_TIMEOUT_S))
+        except EnvhubError as probe:
+            return probe.code in FAILED or probe.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        return False
+
+    def refresh(self, revive: bool = True) -> None:
+        """Resolve the targets again (`Discovery.resolve`): admit the replica at each new address and,
+        with `revive`, bring back a retired replica that answers again; addresses that do not answer
+        are left for the next time. Sessions stay where they are."""
+        if self.discovery is None:
+            return
+        with self._lock:
+            self._refreshed_at = self.discovery.clock()
+            try:
+                addresses = list(self.discovery.resolve())
+            except OSError as error:  # the resolver failed: keep the replicas known
+                log.warning("re-resolving the pool's targets failed: %s", error)
+                return
+            for address in addresses:
+                known = self._addresses.get(address)
+                if known is None or (revive and known in self.retired):
+                    self._probe(address)
+
+    def _probe(self, address: str) -> None:
+        """Ask `address` which replica it is: a new one joins, a retired one answering again comes back."""
+        assert self.discovery is not None
+        transport = self.discovery.connect(address)
+        try:
+            answer: Any = transport.send(calls.list_environments(timeout=PROBE_TIMEOUT_S))
+        except EnvhubError as error:  # not ready yet, draining or gone
+            transport.close()
+            log.info("replica address %s does not answer (%s)", address, error.reason or error.code.name)
+            return
+        replica: str = answer.replica_id
+        if replica not in self.replicas:
+            self._admit(transport, answer)
+            log.warning("replica %s (%s) joined the pool", replica, address)
+            return
+        transport.close()
+        self._addresses[address] = replica
+        if replica in self.retired:
+            self.retired.discard(replica)
+            log.warning("replica %s (%s) answers again: new sessions may go there", replica, address)
+
+    def _place(self, environment: str, tried: Collection[str]) -> str:
+        hosting = [name for name, hosted in list(self._hosts.items()) if not environment or environment in hosted]
+        if not hosting:
             raise errors.invalid_argument(f"no replica in this pool serves {environment!r}", "UNKNOWN_ENVIRONMENT")
+        candidates = [name for name in hosting if name not in self.retired and name not in tried]
+        if not candidates:
+            raise errors.unavailable(
+                f"no replica serving {environment!r} is left: {sorted(hosting)} are draining, gone or failed this call",
+                "NO_REPLICA_LEFT",
+            )
         turn = next(self._turn) % len(candidates)
         return min(candidates[turn:] + candidates[:turn], key=lambda replica: self._load[replica])
 
@@ -66,15 +167,39 @@ class PoolTransport:
             return self._merged_environments(call)
         if call.method == "StepBatch":
             return self._split_batch(call)
-        replica = self.owner(call.session_id) if call.session_id else self._place(call.environment)
-        response = self.replicas[replica].send(call)
+        if call.session_id:
+            replica = self.owner(call.session_id)
+            response = self.replicas[replica].send(call)
+        else:
+            replica, response = self._placed(call)
         self._load[replica] = max(0, self._load[replica] + call.new_sessions(response))
         return response
+
+    def _placed(self, call: calls.Call[Any]) -> tuple[str, Message]:
+        """Send a call placing a new session; on a replica that fails it, retire that one and try another."""
+        if self.discovery is not None and self.discovery.clock() - self._refreshed_at >= self.discovery.refresh_s:
+            self.refresh()
+        tried: set[str] = set()
+        last: EnvhubError | None = None
+        while True:
+            try:
+                replica = self._place(call.environment, tried)
+            except EnvhubError as none_left:
+                raise none_left from last
+            try:
+                return replica, self.replicas[replica].send(call)
+            except EnvhubError as error:
+                if not self.failed(replica, error):
+                    raise
+                log.warning("placing a %s session on replica %s failed (%s)", call.environment, replica, error)
+                tried.add(replica)
+                last = error
+                self.retire(replica)
 
     def _merged_environments(self, call: calls.Call[Any]) -> Message:
         merged = pb.ListEnvironmentsResponse()
         seen: set[str] = set()
-        for replica in self._hosts:  # retired replicas are left out
+        for replica in [name for name in list(self.replicas) if name not in self.retired]:
             for info in self.replicas[replica].send(call).environments:  # type: ignore[attr-defined]
                 if info.name not in seen:
                     seen.add(info.name)
@@ -115,5 +240,5 @@ class PoolTransport:
         return merged
 
     def close(self) -> None:
-        for transport in self.replicas.values():
+        for transport in list(self.replicas.values()):
             transport.close()

@@ -4,7 +4,6 @@ DRAINING, the in-flight call completes, exit 0). The toy kind's gate holds the c
 from __future__ import annotations
 
 import signal
-import threading
 from pathlib import Path
 
 import grpc
@@ -13,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envhub.bench.procs import ServerProcess
 from envhub.client import EnvhubClient, EnvhubError, RetryPolicy, StepResult
-from envhub.testing import REFERENCE, Gate
+from envhub.testing import REFERENCE, Gate, InFlight
 
 
 def test_sigterm_drains_in_flight_calls_then_exits_zero(tmp_path: Path) -> None:
@@ -25,16 +24,7 @@ def test_sigterm_drains_in_flight_calls_then_exits_zero(tmp_path: Path) -> None:
         grpc.insecure_channel(server.target) as channel,
     ):
         session = client.create_session("toy", "train-count/0").session_id
-        outcome: list[StepResult | BaseException] = []
-
-        def step() -> None:
-            try:
-                outcome.append(client.step(session, "wait"))
-            except BaseException as error:  # handed to the test thread
-                outcome.append(error)
-
-        in_flight = threading.Thread(target=step)
-        in_flight.start()
+        in_flight = InFlight(lambda: client.step(session, "wait"))
         gate.wait_entered()  # the call is inside the environment
         server.process.send_signal(signal.SIGTERM)
         health = health_pb2_grpc.HealthStub(channel)
@@ -45,8 +35,7 @@ def test_sigterm_drains_in_flight_calls_then_exits_zero(tmp_path: Path) -> None:
             client.list_environments(timeout=30)
         assert (refused.value.code, refused.value.reason) == (grpc.StatusCode.UNAVAILABLE, "DRAINING")
         gate.release()
-        in_flight.join(timeout=60)
-        [result] = outcome
+        result = in_flight.outcome()
         assert isinstance(result, StepResult), result
         assert result.observation.step_index == 1
         assert server.process.wait(timeout=60) == 0

@@ -1,0 +1,117 @@
+"""Placing new sessions over real `envhub serve` replicas (the toy kind) when some fail.
+
+A replica that is gone (SIGKILL) or draining (SIGTERM with a call held in flight by the toy
+kind's gate) before the create is retired and the session placed on another; with none left
+the create fails with UNAVAILABLE (NO_REPLICA_LEFT). With a `Discovery`, a replica whose address
+appears later takes new sessions once `refresh_s` has passed on the pool's clock (no real DNS,
+no sleeps), and a retired replica that answers again comes back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from envhub.bench.procs import ServerProcess
+from envhub.client import EnvhubClient, EnvhubError, RetryPolicy, StepResult
+from envhub.client.endpoints import Discovery
+from envhub.client.failover import FailoverTransport
+from envhub.client.pool_transport import PoolTransport
+from envhub.client.transport import ChannelTransport
+from envhub.testing import REFERENCE, Gate, InFlight
+
+TASK = "train-count/0"
+
+
+def owner(session_id: str) -> str:
+    return session_id.split(".", 1)[0]
+
+
+def wait_until_draining(server: ServerProcess) -> None:
+    """Block until `server` handled its SIGTERM (its health turned NOT_SERVING)."""
+    with grpc.insecure_channel(server.target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        request = health_pb2.HealthCheckRequest(service="envhub.v1.EnvHub")
+        while health.Check(request, timeout=30).status == health_pb2.HealthCheckResponse.SERVING:
+            pass
+
+
+def test_new_sessions_skip_a_killed_and_a_draining_replica_until_none_is_left(tmp_path: Path) -> None:
+    gate = Gate.create(tmp_path / "gate")
+    with contextlib.ExitStack() as stack:
+        draining = stack.enter_context(ServerProcess(REFERENCE, extra=["--set", f"{REFERENCE}.gate={gate.folder}"]))
+        killed, live = (stack.enter_context(ServerProcess(REFERENCE)) for _ in range(2))
+        transport = FailoverTransport.over([draining.target, killed.target, live.target])
+        replica = {t.target: name for name, t in transport.pool.replicas.items()}
+        client = stack.enter_context(EnvhubClient(transport))
+
+        # A call held inside `draining` keeps it up, refusing every new call with DRAINING.
+        held_client = stack.enter_context(EnvhubClient(draining.target, policy=RetryPolicy(attempts=1)))
+        held = held_client.create_session("toy", TASK).session_id
+        in_flight = InFlight(lambda: held_client.step(held, "wait"))
+        gate.wait_entered()
+        draining.process.send_signal(signal.SIGTERM)
+        wait_until_draining(draining)
+        killed.process.kill()
+        killed.process.wait(timeout=60)
+
+        sessions = [client.create_session("toy", TASK).session_id for _ in range(4)]
+        assert {owner(session) for session in sessions} == {replica[live.target]}
+        assert transport.pool.retired == {replica[draining.target], replica[killed.target]}
+        assert [client.step(session, "count").observation.step_index for session in sessions] == [1] * 4
+
+        live.process.kill()
+        live.process.wait(timeout=60)
+        with pytest.raises(EnvhubError) as none_left:
+            client.create_session("toy", TASK)
+        assert (none_left.value.code, none_left.value.reason) == (grpc.StatusCode.UNAVAILABLE, "NO_REPLICA_LEFT")
+
+        gate.release()
+        assert isinstance(in_flight.outcome(), StepResult)
+        assert draining.process.wait(timeout=60) == 0
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_replica_that_appears_later_takes_new_sessions_after_refresh_s() -> None:
+    with ServerProcess(REFERENCE) as first, ServerProcess(REFERENCE) as second:
+        addresses, clock = [first.target], Clock()
+        discovery = Discovery(lambda: list(addresses), ChannelTransport, refresh_s=30.0, clock=clock)
+        pool = PoolTransport([discovery.connect(address) for address in discovery.resolve()], discovery)
+        with EnvhubClient(pool) as client:
+            kept = client.create_session("toy", TASK).session_id
+            [original] = pool.replicas
+            addresses.append(second.target)  # a new replica answers the name now
+            clock.now = 29.0
+            assert owner(client.create_session("toy", TASK).session_id) == original, "not looked up again yet"
+            assert list(pool.replicas) == [original]
+
+            clock.now = 30.0
+            added = owner(client.create_session("toy", TASK).session_id)
+            assert added != original and set(pool.replicas) == {original, added}
+            assert owner(kept) == original and client.step(kept, "count").observation.step_index == 1
+
+            pool.retire(original)  # as after a failed call; the replica still answers
+            assert owner(client.create_session("toy", TASK).session_id) == added
+            assert pool.retired == {original}
+            clock.now = 60.0
+            client.create_session("toy", TASK)
+            assert pool.retired == set(), "a retired replica that answers again comes back"
+
+
+def test_a_discovery_refuses_a_negative_refresh() -> None:
+    with pytest.raises(ValueError, match="refresh_s"):
+        Discovery(lambda: [], ChannelTransport, refresh_s=-1.0)
