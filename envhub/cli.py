@@ -46,6 +46,12 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--max-action-bytes", type=int, default=4096)
     p.add_argument("--max-message-bytes", type=int, default=16 * 1024 * 1024)
     p.add_argument("--drain-grace", type=float, default=30.0, help="seconds in-flight calls get on SIGTERM")
+    p.add_argument(
+        "--drain-migrate",
+        type=float,
+        default=0.0,
+        help="after SIGTERM's in-flight calls: seconds clients get to move open sessions away (snapshot, close)",
+    )
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
     p.add_argument("--metrics-host", default="localhost", help="address /metrics binds (0.0.0.0 for a scraper)")
     p.add_argument("--token-file", default=None, help="file with a shared token (or set ENVHUB_TOKEN)")
@@ -135,6 +141,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_action_bytes=args.max_action_bytes,
         max_message_bytes=args.max_message_bytes,
         drain_grace_s=args.drain_grace,
+        drain_migrate_s=args.drain_migrate,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         token=_token(args.token_file),

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from envhub.core.environment import (
     Capabilities,
     Environment,
@@ -62,6 +65,15 @@ class Gate:
         """Let the blocked `wait` action finish."""
         with open(self.folder / "release", "w", encoding="utf-8") as fifo:
             fifo.write("go\n")
+
+
+def wait_until_draining(target: str) -> None:
+    """Block until the server at `target` handled its SIGTERM (its health service answers NOT_SERVING)."""
+    with grpc.insecure_channel(target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        request = health_pb2.HealthCheckRequest(service="envhub.v1.EnvHub")
+        while health.Check(request, timeout=30).status == health_pb2.HealthCheckResponse.SERVING:
+            pass
 
 
 class InFlight:

@@ -3,10 +3,13 @@
 Opt-in crash recovery for one client over several replicas sharing a snapshot key. For every
 session it holds, the transport keeps the latest snapshot (taken every `snapshot_every` steps,
 after creation and after each reset) and the steps taken since, with their results. When a call
-of a session fails with UNAVAILABLE or CANCELLED and its replica then fails a read-only probe
-(it is draining, DRAINING, or gone: SIGKILL, node loss), the transport stops placing sessions
-on that replica, restores the snapshot on another, replays the steps since, checks each replayed
-result equals the recorded one, and sends the call again there. The caller keeps using the
+of a session is refused as DRAINING, the transport stops placing sessions on that replica, takes
+a fresh snapshot there (a draining server still admits CreateSnapshot and CloseSession), restores
+it on another replica, closes the old session and sends the call again: no replay. When a call
+fails with UNAVAILABLE or CANCELLED and its replica then fails a read-only probe (gone: SIGKILL,
+node loss), or the fresh snapshot is refused, the transport restores the held snapshot on another
+replica, replays the steps since, checks each replayed result equals the recorded one, and sends
+the call again there. The caller keeps using the
 session id it was given; the transport maps it to the live session. A replay that does not
 reproduce raises FAILED_PRECONDITION (REPLAY_DIVERGED) instead of continuing a different episode.
 
@@ -75,6 +78,8 @@ class FailoverTransport:
         self._lock = threading.Lock()
         self.recoveries = 0
         """Sessions moved to another replica so far."""
+        self.migrations = 0
+        """Of `recoveries`, those moved by a fresh snapshot taken on their draining replica (no replay)."""
 
     @classmethod
     def over(
@@ -178,9 +183,13 @@ class FailoverTransport:
     # ------------------------------------------------------------ recovery
 
     def _recover(self, session_id: str, session: _Session, cause: EnvhubError) -> None:
-        """Restore `session` on another replica from its snapshot and replay the steps since."""
+        """Move `session` to another replica: by a fresh snapshot when its replica refused the call as
+        DRAINING (so the call was not applied there, and a draining replica still admits CreateSnapshot
+        and CloseSession); else, or when that snapshot fails, from the held snapshot and the steps since."""
         lost = self.pool.owner(session.live_id)
         self.pool.retire(lost)
+        if cause.reason == "DRAINING" and self._migrate(session_id, session):
+            return
         if session.snapshot is None:
             raise errors.unavailable(
                 f"replica {lost!r} of session {session_id!r} failed before a snapshot was taken", "NO_SNAPSHOT"
@@ -199,3 +208,24 @@ class FailoverTransport:
                 )
         session.live_id = start.session_id
         self.recoveries += 1
+
+    def _migrate(self, session_id: str, session: _Session) -> bool:
+        """Snapshot `session` on its draining replica, restore it on another and close it there;
+        False (nothing changed) when the draining replica does not give the snapshot."""
+        leaving = session.live_id
+        try:
+            snapshot = self._run(calls.snapshot(leaving))
+        except EnvhubError as error:  # gone since, or past its drain window: use the held snapshot
+            log.warning("session %s: no fresh snapshot from its draining replica (%s)", session_id, error)
+            return False
+        start = self._run(calls.restore(snapshot))
+        session.live_id, session.snapshot = start.session_id, snapshot
+        session.replay.clear()
+        try:  # lets the draining replica exit as soon as its sessions are gone
+            self._run(calls.close_session(leaving))
+        except EnvhubError as error:
+            log.info("session %s: closing %s on its draining replica failed (%s)", session_id, leaving, error)
+        log.warning("session %s: its replica drains; moved from %s to %s", session_id, leaving, start.session_id)
+        self.recoveries += 1
+        self.migrations += 1
+        return True

@@ -113,14 +113,17 @@ class EnvhubServer:
         return closed
 
     async def drain(self, grace: float | None = None) -> None:
-        """Refuse every new call with UNAVAILABLE (DRAINING) and report NOT_SERVING at once; let in-flight
-        calls finish (up to `grace` s), end open streams with DRAINING, then stop."""
+        """Refuse every new call but CreateSnapshot and CloseSession with UNAVAILABLE (DRAINING) and report
+        NOT_SERVING at once; let in-flight calls finish (up to `grace` s), then give clients up to
+        `drain_migrate_s` to move open sessions away, end open streams with DRAINING, then stop."""
         log.info("draining: refusing new calls; waiting for in-flight calls")
         assert self.service is not None, "drain() of a server that never started"
         self.service.start_drain()
         await self.health.enter_graceful_shutdown()
         if not await self.service.wait_idle(self.config.drain_grace_s if grace is None else grace):
             log.warning("drain grace over with calls still in flight: they are cancelled")
+        elif self.config.drain_migrate_s > 0 and not await self.service.wait_emptied(self.config.drain_migrate_s):
+            log.warning("drain: sessions still open after %s s: they are lost", self.config.drain_migrate_s)
         self.service.end_streams()
         await self.grpc.stop(STREAM_END_GRACE_S)
         await self._shutdown()

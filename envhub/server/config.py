@@ -33,6 +33,10 @@ class ServerConfig:
     """Most copies one ForkSession may ask for."""
     drain_grace_s: float = 30.0
     """On SIGTERM: how long in-flight calls may take before the server exits anyway."""
+    drain_migrate_s: float = 0.0
+    """On SIGTERM, once in-flight calls finished: how long the server waits for clients to move its open
+    sessions away (CreateSnapshot and CloseSession are still admitted) before it exits; it exits as soon
+    as none is open. 0: exit once in-flight calls finished."""
     metrics_port: int | None = None
     """Port of the Prometheus /metrics endpoint (0 picks a free one; None: no endpoint)."""
     metrics_host: str = "localhost"
@@ -57,6 +61,8 @@ class ServerConfig:
             raise ValueError(f"an environment is listed twice: {list(self.environments)}")
         if self.workers < 1 or self.max_sessions < 1 or self.max_fork < 1:
             raise ValueError("workers, max_sessions and max_fork must be at least 1")
+        if self.drain_grace_s < 0 or self.drain_migrate_s < 0:
+            raise ValueError("drain_grace_s and drain_migrate_s must be at least 0 seconds")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("TLS needs both a certificate file and a key file")
         stray = sorted(set(self.environment_config) - set(self.environments))

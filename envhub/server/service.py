@@ -5,7 +5,8 @@ status (`abort_with_status`) and `SessionStream` into the same `google.rpc.Statu
 stream response, so both forms share one implementation. The event loop never blocks on an
 environment: worker calls are futures. Malformed request bytes arrive as `Malformed` (see
 `envhub.server.requests`) and answer INVALID_ARGUMENT. Once `start_drain()` is called every
-call is refused with UNAVAILABLE (DRAINING) while the ones in flight finish.
+call but CreateSnapshot and CloseSession (what a client needs to move a session to another
+replica) is refused with UNAVAILABLE (DRAINING) while the ones in flight finish.
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ def _check_request_id(request_id: str) -> str:
     return request_id
 
 
+async def _within(event: asyncio.Event, timeout: float | None) -> bool:
+    """Whether `event` is set within `timeout` seconds (None: however long it takes)."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except TimeoutError:
+        return False
+    return True
+
+
 class EnvHubService:
     """Implements envhub.v1.EnvHub over a `WorkerPool` and a `SessionTable`."""
 
@@ -78,21 +88,29 @@ class EnvHubService:
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self._emptied = asyncio.Event()
+        """Set when, draining, no call is in flight and no session is open."""
         self._streams: set[asyncio.Queue[Any]] = set()
 
     # ------------------------------------------------------------------ drain
 
     def start_drain(self) -> None:
-        """From now on refuse every call with UNAVAILABLE (DRAINING); calls in flight go on."""
+        """From now on refuse every call but CreateSnapshot and CloseSession with UNAVAILABLE (DRAINING);
+        calls in flight go on."""
         self._draining = True
+        self._note_emptied()
+
+    async def wait_emptied(self, timeout: float) -> bool:
+        """Wait until, draining, no call is in flight and every session is closed (at most `timeout` s)."""
+        return await _within(self._emptied, timeout)
+
+    def _note_emptied(self) -> None:
+        if self._draining and self._in_flight == 0 and len(self._table) == 0:
+            self._emptied.set()
 
     async def wait_idle(self, timeout: float | None) -> bool:
         """Wait until no call is in flight (at most `timeout` s); True if it got there."""
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
+        return await _within(self._idle, timeout)
 
     def end_streams(self) -> None:
         """Tell every open SessionStream to end with UNAVAILABLE (DRAINING) after its queued answers."""
@@ -101,9 +119,10 @@ class EnvHubService:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _enter(self, request: M | Malformed) -> M:
-        """Admit one call: refused while draining; malformed bytes answer INVALID_ARGUMENT."""
-        if self._draining:
+    def _enter(self, request: M | Malformed, moving: bool = False) -> M:
+        """Admit one call: refused while draining unless it is `moving` a session away (a snapshot,
+        a close); malformed bytes answer INVALID_ARGUMENT."""
+        if self._draining and not moving:
             raise errors.draining()
         if isinstance(request, Malformed):
             self._malformed_log.note(request)
@@ -116,9 +135,10 @@ class EnvHubService:
         self._in_flight -= 1
         if self._in_flight == 0:
             self._idle.set()
+            self._note_emptied()
 
-    async def _admitted(self, request: M | Malformed, body: Any) -> Any:
-        message = self._enter(request)
+    async def _admitted(self, request: M | Malformed, body: Any, moving: bool = False) -> Any:
+        message = self._enter(request, moving)
         try:
             return await body(message)
         finally:
@@ -392,7 +412,7 @@ class EnvHubService:
         return await self._unary("StepBatch", body, context)
 
     async def CloseSession(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._close(message, context))
+        body = self._admitted(request, lambda message: self._close(message, context), moving=True)
         return await self._unary("CloseSession", body, context)
 
     async def GetExpertActions(self, request: Any, context: Context) -> Any:
@@ -400,7 +420,7 @@ class EnvHubService:
         return await self._unary("GetExpertActions", body, context)
 
     async def CreateSnapshot(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._snapshot(message, context))
+        body = self._admitted(request, lambda message: self._snapshot(message, context), moving=True)
         return await self._unary("CreateSnapshot", body, context)
 
     async def RestoreSnapshot(self, request: Any, context: Context) -> Any:

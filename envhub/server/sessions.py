@@ -29,6 +29,9 @@ class SessionTable:
         self.max_sessions = max_sessions
         self._records: dict[str, SessionRecord] = {}
 
+    def __len__(self) -> int:
+        return len(self._records)
+
     def count(self, environment: str) -> int:
         return sum(1 for record in self._records.values() if record.environment == environment)
 

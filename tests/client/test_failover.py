@@ -1,7 +1,8 @@
 """Three real replicas, one client: one replica drained (SIGTERM) and one killed (SIGKILL) mid-episode.
 
 Every episode must complete with the same results as an undisturbed run, each step applied
-exactly once (step indices 1..n, in order), none lost.
+exactly once (step indices 1..n, in order), none lost. With `--drain-migrate`, sessions of a
+draining replica move by a fresh snapshot, without replay (the toy kind).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from envhub.bench.procs import ServerProcess
 from envhub.client import EnvhubClient, types
 from envhub.client.failover import FailoverTransport
 from envhub.core.errors import EnvhubError
+from envhub.testing import REFERENCE, wait_until_draining
 
 EPISODES = 6
 TURNS = 8
@@ -103,3 +105,33 @@ def test_a_replay_that_does_not_reproduce_is_an_error_not_a_different_episode(mo
             client.step(session, "look")
         assert diverged.value.code == grpc.StatusCode.FAILED_PRECONDITION
         assert diverged.value.reason == "REPLAY_DIVERGED"
+
+
+def test_sessions_of_a_draining_replica_move_by_a_fresh_snapshot_without_replay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ENVHUB_SNAPSHOT_KEY", "failover-test-key-shared-by-both-toy-replicas")
+    with contextlib.ExitStack() as stack:
+        extra = ["--drain-migrate", "60"]
+        leaving, staying = (stack.enter_context(ServerProcess(REFERENCE, extra=extra)) for _ in range(2))
+        # No snapshot after creation: a move by the held snapshot would have to replay three steps.
+        transport = FailoverTransport.over([leaving.target, staying.target], snapshot_every=100)
+        client = stack.enter_context(EnvhubClient(transport))
+        sessions = [client.create_session("toy", f"train-count/{index}").session_id for index in range(4)]
+        replica = {t.target: name for name, t in transport.pool.replicas.items()}
+        moving = [session for session in sessions if session.startswith(replica[leaving.target] + ".")]
+        assert len(moving) == 2, "placement spreads the sessions over both replicas"
+        for _ in range(3):
+            for session in sessions:
+                client.step(session, "count")
+
+        leaving.process.send_signal(signal.SIGTERM)
+        wait_until_draining(leaving.target)
+        results = [client.step(session, "count") for session in sessions]
+
+        assert [result.observation.step_index for result in results] == [4] * 4
+        assert [result.observation.text for result in results] == [f"train-count/{i} seed 0: 4" for i in range(4)]
+        assert (transport.migrations, transport.recoveries) == (2, 2), "moved by fresh snapshots, nothing replayed"
+        assert leaving.process.wait(timeout=60) == 0, "its sessions moved away, the drained replica exits"
+        for session in sessions:
+            client.close_session(session)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envhub.bench.procs import ServerProcess
 from envhub.client import EnvhubClient, EnvhubError, RetryPolicy, StepResult
@@ -23,22 +22,13 @@ from envhub.client.endpoints import Discovery
 from envhub.client.failover import FailoverTransport
 from envhub.client.pool_transport import PoolTransport
 from envhub.client.transport import ChannelTransport
-from envhub.testing import REFERENCE, Gate, InFlight
+from envhub.testing import REFERENCE, Gate, InFlight, wait_until_draining
 
 TASK = "train-count/0"
 
 
 def owner(session_id: str) -> str:
     return session_id.split(".", 1)[0]
-
-
-def wait_until_draining(server: ServerProcess) -> None:
-    """Block until `server` handled its SIGTERM (its health turned NOT_SERVING)."""
-    with grpc.insecure_channel(server.target) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
-        request = health_pb2.HealthCheckRequest(service="envhub.v1.EnvHub")
-        while health.Check(request, timeout=30).status == health_pb2.HealthCheckResponse.SERVING:
-            pass
 
 
 def test_new_sessions_skip_a_killed_and_a_draining_replica_until_none_is_left(tmp_path: Path) -> None:
@@ -56,7 +46,7 @@ def test_new_sessions_skip_a_killed_and_a_draining_replica_until_none_is_left(tm
         in_flight = InFlight(lambda: held_client.step(held, "wait"))
         gate.wait_entered()
         draining.process.send_signal(signal.SIGTERM)
-        wait_until_draining(draining)
+        wait_until_draining(draining.target)
         killed.process.kill()
         killed.process.wait(timeout=60)
 

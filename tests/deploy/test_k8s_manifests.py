@@ -93,7 +93,8 @@ def test_overlay_matches_the_server(environment: str) -> None:
     assert args.replica_id == "$(POD_NAME)" and container["env"][0]["name"] == "POD_NAME"
 
     pre_stop = int(container["lifecycle"]["preStop"]["exec"]["command"][-1])
-    assert pod["terminationGracePeriodSeconds"] > pre_stop + args.drain_grace
+    assert pod["terminationGracePeriodSeconds"] > pre_stop + args.drain_grace + args.drain_migrate
+    assert args.drain_migrate > 0, "clients get a window to move sessions off a draining replica"
     assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
     [sessions] = [m for m in hpa["spec"]["metrics"] if m["type"] == "Pods"]
     assert sessions["pods"]["metric"]["name"] == "envhub_sessions"

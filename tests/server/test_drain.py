@@ -1,5 +1,7 @@
-"""`envhub serve` as a real process: SIGTERM drains (NOT_SERVING at once, every new call refused with
-DRAINING, the in-flight call completes, exit 0). The toy kind's gate holds the call; nothing is timed."""
+"""`envhub serve` as a real process: SIGTERM drains (NOT_SERVING at once, every new call but
+CreateSnapshot and CloseSession refused with DRAINING, the in-flight call completes, exit 0; with
+`--drain-migrate`, exit once the open sessions are closed). The toy kind's gate holds the call;
+nothing is timed."""
 
 from __future__ import annotations
 
@@ -8,11 +10,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envhub.bench.procs import ServerProcess
 from envhub.client import EnvhubClient, EnvhubError, RetryPolicy, StepResult
-from envhub.testing import REFERENCE, Gate, InFlight
+from envhub.testing import REFERENCE, Gate, InFlight, wait_until_draining
 
 
 def test_sigterm_drains_in_flight_calls_then_exits_zero(tmp_path: Path) -> None:
@@ -21,16 +22,12 @@ def test_sigterm_drains_in_flight_calls_then_exits_zero(tmp_path: Path) -> None:
     with (
         ServerProcess(REFERENCE, extra=extra) as server,
         EnvhubClient(server.target, policy=RetryPolicy(attempts=1)) as client,
-        grpc.insecure_channel(server.target) as channel,
     ):
         session = client.create_session("toy", "train-count/0").session_id
         in_flight = InFlight(lambda: client.step(session, "wait"))
         gate.wait_entered()  # the call is inside the environment
         server.process.send_signal(signal.SIGTERM)
-        health = health_pb2_grpc.HealthStub(channel)
-        request = health_pb2.HealthCheckRequest(service="envhub.v1.EnvHub")
-        while health.Check(request, timeout=30).status == health_pb2.HealthCheckResponse.SERVING:
-            pass  # until the server has handled the signal
+        wait_until_draining(server.target)
         with pytest.raises(EnvhubError) as refused:
             client.list_environments(timeout=30)
         assert (refused.value.code, refused.value.reason) == (grpc.StatusCode.UNAVAILABLE, "DRAINING")
@@ -38,4 +35,28 @@ def test_sigterm_drains_in_flight_calls_then_exits_zero(tmp_path: Path) -> None:
         result = in_flight.outcome()
         assert isinstance(result, StepResult), result
         assert result.observation.step_index == 1
+        assert server.process.wait(timeout=60) == 0
+
+
+def test_a_draining_server_lets_clients_move_sessions_then_exits_when_none_is_left() -> None:
+    with (
+        ServerProcess(REFERENCE, extra=["--drain-migrate", "60"]) as server,
+        EnvhubClient(server.target, policy=RetryPolicy(attempts=1)) as client,
+    ):
+        first, second = (client.create_session("toy", "train-count/0").session_id for _ in range(2))
+        client.step(first, "count")
+        server.process.send_signal(signal.SIGTERM)
+        wait_until_draining(server.target)
+        for refused_call in (
+            lambda: client.step(first, "count"),
+            lambda: client.create_session("toy", "train-count/0"),
+            lambda: client.fork(first),
+        ):
+            with pytest.raises(EnvhubError) as refused:
+                refused_call()
+            assert (refused.value.code, refused.value.reason) == (grpc.StatusCode.UNAVAILABLE, "DRAINING")
+        assert client.snapshot(first).step_index == 1, "a snapshot is admitted: the session can move"
+        client.close_session(first)
+        assert server.process.poll() is None, "a session is still open: the server waits for it to move"
+        client.close_session(second)
         assert server.process.wait(timeout=60) == 0
