@@ -9,7 +9,8 @@ by its id prefix ("<replica_id>.<suffix>"); `list_environments` merges every liv
 answer; a StepBatch is split into one StepBatch per replica, sent in parallel. With a
 `Discovery` the pool re-resolves its targets (after retiring a replica, and every
 `refresh_s` seconds before a placement): replicas at new addresses join, retired ones that
-answer again come back.
+answer again come back, replicas whose address is no longer resolved are retired; it starts
+with the addresses that answer and fails (UNAVAILABLE, NO_REPLICA_LEFT) only if none does.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ PROBE_TIMEOUT_S = 5.0
 class PoolTransport:
     """One `ChannelTransport` per replica and the routing between them."""
 
-    def __init__(self, replicas: Sequence[ChannelTransport], discovery: Discovery | None = None) -> None:
-        if not replicas:
+    def __init__(self, replicas: Sequence[ChannelTransport] = (), discovery: Discovery | None = None) -> None:
+        """A pool of `replicas` (each must answer), and with `discovery` of every replica answering at
+        the addresses it resolves to now (those that do not answer yet are asked again later)."""
+        if not replicas and discovery is None:
             raise ValueError("a pool needs at least one target")
         self.replicas: dict[str, ChannelTransport] = {}
         self._hosts: dict[str, set[str]] = {}
@@ -61,7 +64,10 @@ class PoolTransport:
             self._admit(transport, answer)
         self._turn = itertools.count()
         self.discovery = discovery
-        self._refreshed_at = discovery.clock() if discovery else 0.0
+        self._refreshed_at = 0.0
+        self.refresh()
+        if not self.replicas:
+            raise errors.unavailable("no replica answers at any address of this pool's targets", "NO_REPLICA_LEFT")
 
     @classmethod
     def over(
@@ -70,8 +76,9 @@ class PoolTransport:
         """One channel per replica of `targets` ("dns:///name:port" stands for every address), resolved
         again after a replica is retired and every `refresh_s` seconds (see `Discovery`)."""
         settings = settings or Settings()
-        discovery = Discovery(resolver(targets), lambda address: ChannelTransport(address, settings), refresh_s)
-        return cls([discovery.connect(address) for address in discovery.resolve()], discovery)
+        return cls(
+            discovery=Discovery(resolver(targets), lambda address: ChannelTransport(address, settings), refresh_s)
+        )
 
     def _admit(self, transport: ChannelTransport, answer: Any) -> None:
         replica: str = answer.replica_id
@@ -113,10 +120,11 @@ class PoolTransport:
     def refresh(self, revive: bool = True) -> None:
         """Resolve the targets again (`Discovery.resolve`): admit the replica at each new address and,
         with `revive`, bring back a retired replica that answers again; addresses that do not answer
-        are left for the next time. Sessions stay where they are."""
+        are left for the next time; a replica none of whose addresses is resolved any more (its pod
+        is not ready, or gone) is retired. Sessions stay where they are."""
         if self.discovery is None:
             return
-        with self._lock:
+        with self._lock:  # one refresh at a time; the probes of new addresses run under it
             self._refreshed_at = self.discovery.clock()
             try:
                 addresses = list(self.discovery.resolve())
@@ -127,6 +135,12 @@ class PoolTransport:
                 known = self._addresses.get(address)
                 if known is None or (revive and known in self.retired):
                     self._probe(address)
+            present = {self._addresses[address] for address in addresses if address in self._addresses}
+            for replica in set(self.replicas) - present - self.retired:
+                self.retired.add(replica)
+                log.warning(
+                    "replica %s (%s) left the targets' addresses: retired", replica, self.replicas[replica].target
+                )
 
     def _probe(self, address: str) -> None:
         """Ask `address` which replica it is: a new one joins, a retired one answering again comes back."""

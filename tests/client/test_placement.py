@@ -25,6 +25,8 @@ from envhub.client.transport import ChannelTransport
 from envhub.testing import REFERENCE, Gate, InFlight, wait_until_draining
 
 TASK = "train-count/0"
+NOBODY = "127.0.0.1:1"
+"""An address with no server (connections are refused)."""
 
 
 def owner(session_id: str) -> str:
@@ -78,12 +80,13 @@ class Clock:
 
 def test_a_replica_that_appears_later_takes_new_sessions_after_refresh_s() -> None:
     with ServerProcess(REFERENCE) as first, ServerProcess(REFERENCE) as second:
-        addresses, clock = [first.target], Clock()
-        discovery = Discovery(lambda: list(addresses), ChannelTransport, refresh_s=30.0, clock=clock)
-        pool = PoolTransport([discovery.connect(address) for address in discovery.resolve()], discovery)
+        addresses, clock = [NOBODY, first.target], Clock()
+        pool = PoolTransport(
+            discovery=Discovery(lambda: list(addresses), ChannelTransport, refresh_s=30.0, clock=clock)
+        )
         with EnvhubClient(pool) as client:
+            [original] = pool.replicas  # the address nobody answers at is left for later
             kept = client.create_session("toy", TASK).session_id
-            [original] = pool.replicas
             addresses.append(second.target)  # a new replica answers the name now
             clock.now = 29.0
             assert owner(client.create_session("toy", TASK).session_id) == original, "not looked up again yet"
@@ -100,6 +103,17 @@ def test_a_replica_that_appears_later_takes_new_sessions_after_refresh_s() -> No
             clock.now = 60.0
             client.create_session("toy", TASK)
             assert pool.retired == set(), "a retired replica that answers again comes back"
+
+            addresses.remove(second.target)  # its pod is not ready any more
+            clock.now = 90.0
+            assert owner(client.create_session("toy", TASK).session_id) == original
+            assert pool.retired == {added}
+
+
+def test_a_pool_whose_addresses_all_fail_to_answer_is_refused() -> None:
+    with pytest.raises(EnvhubError) as none:
+        PoolTransport(discovery=Discovery(lambda: [NOBODY], ChannelTransport))
+    assert (none.value.code, none.value.reason) == (grpc.StatusCode.UNAVAILABLE, "NO_REPLICA_LEFT")
 
 
 def test_a_discovery_refuses_a_negative_refresh() -> None:
