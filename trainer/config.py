@@ -75,6 +75,15 @@ class EnvConfig(_Section):
         default_factory=lambda: ["local"],
         description='Server addresses "host:port"; ["local"] starts a server on a free loopback port.',
     )
+    failover_snapshot_every: int = Field(
+        0,
+        ge=0,
+        description="Above 0: each rollout worker's envhub client pools every replica of its target "
+        '("dns:///name:port" stands for every address of a Kubernetes headless Service, looked up again every 30 s) '
+        "and moves sessions "
+        "off replicas that drain or die, snapshotting every this many steps (envhub.client.failover, "
+        "docs/deployment.md); 0: one plain client per target.",
+    )
     local_host: str = Field(
         "auto",
         description='Where "local" servers are reached: `auto` = localhost, or this node\'s routable address '

@@ -108,7 +108,7 @@ def test_everything_renders_with_the_dashboard_and_trainer() -> None:
     shipped = (K8S / "base/monitoring/envhub-dashboard.json").read_text()
     assert json.loads(dashboard["data"]["envhub-dashboard.json"]) == json.loads(shipped)
     job = one(resources, "RayJob")
-    targets = re.search(r"env\.targets=\[\"([^\"]+)\"\]", job["spec"]["entrypoint"])
+    targets = re.search(r"env\.targets=\[\"dns:///([^\"]+)\"\]", job["spec"]["entrypoint"])
     assert targets, job["spec"]["entrypoint"]
     services = {
         f"{r['metadata']['name']}.{r['metadata']['namespace']}.svc.cluster.local:{r['spec']['ports'][0]['port']}"
@@ -116,4 +116,5 @@ def test_everything_renders_with_the_dashboard_and_trainer() -> None:
         if r["kind"] == "Service"
     }
     assert targets.group(1) in services
+    assert "env.failover_snapshot_every=" in job["spec"]["entrypoint"], "rollouts survive a replica draining or dying"
     assert {r["metadata"].get("namespace") for r in resources if r["kind"] != "Namespace"} == {"envhub"}

@@ -57,10 +57,14 @@ def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBacke
 
 
 def make_env_port(config: TrainerConfig, target: str) -> EnvPort:
-    """An `EnvPort` over an envhub client connected to `target` ("host:port")."""
+    """An `EnvPort` over an envhub client connected to `target` ("host:port"); with
+    `env.failover_snapshot_every`, over every replica of `target`, with failover."""
     from envhub.client import EnvhubClient
+    from envhub.client.failover import FailoverTransport
 
-    return ClientEnvPort(EnvhubClient(target), config.env.name, config.env.options)
+    every = config.env.failover_snapshot_every
+    client = EnvhubClient(FailoverTransport.over([target], snapshot_every=every) if every else target)
+    return ClientEnvPort(client, config.env.name, config.env.options)
 
 
 def make_renderer(config: TrainerConfig) -> PromptRenderer:
