@@ -40,6 +40,8 @@ from envhub.v1 import envhub_pb2 as pb
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+PLACED = frozenset({"CreateSession", "RestoreSnapshot"})
+"""Calls that place a new session (on a replica the pool chooses)."""
 
 
 @dataclass
@@ -98,20 +100,37 @@ class FailoverTransport:
             return self._step_batch(call)
         session = self._sessions.get(call.session_id) if call.session_id else None
         if session is None:
-            response = self.pool.send(call)
-        else:
-            try:
-                response = self.pool.send(_retarget(call, session.live_id))
-            except EnvhubError as error:
-                if not self.pool.failed(self.pool.owner(session.live_id), error):
-                    raise
-                if call.method == "CloseSession":  # its replica is gone or leaving: nothing left to close
-                    self._sessions.pop(call.session_id, None)
-                    return pb.CloseSessionResponse()
-                self._recover(call.session_id, session, error)
-                response = self.pool.send(_retarget(call, session.live_id))
+            return self._untracked(call)
+        try:
+            response = self.pool.send(_retarget(call, session.live_id))
+        except EnvhubError as error:
+            if not self.pool.failed(self.pool.owner(session.live_id), error):
+                raise
+            if call.method == "CloseSession":  # its replica is gone or leaving: nothing left to close
+                self._sessions.pop(call.session_id, None)
+                return pb.CloseSessionResponse()
+            self._recover(call.session_id, session, error)
+            response = self.pool.send(_retarget(call, session.live_id))
         self._after(call, response)
         return response
+
+    def _untracked(self, call: calls.Call[Any]) -> Message:
+        """A call of no tracked session; a new session whose replica fails before its first snapshot
+        (which `_after` takes) is placed again, on another replica."""
+        while True:
+            response = self.pool.send(call)
+            try:
+                self._after(call, response)
+            except EnvhubError as error:
+                if call.method not in PLACED:
+                    raise
+                replica = self.pool.owner(call.decode(response).session_id)
+                if not self.pool.failed(replica, error):
+                    raise
+                log.warning("a new session's replica %s failed before its first snapshot (%s)", replica, error)
+                self.pool.retire(replica)
+                continue
+            return response
 
     def _step_batch(self, call: calls.Call[Any]) -> Message:
         """The batch with each tracked session's live id; a step failing with its replica is sent

@@ -81,11 +81,12 @@ class PoolTransport:
         )
 
     def _admit(self, transport: ChannelTransport, answer: Any) -> None:
+        """Add a replica; `_hosts` last, as placement (maybe on another thread) starts from it."""
         replica: str = answer.replica_id
-        self.replicas[replica] = transport
-        self._hosts[replica] = {info.name for info in answer.environments}
         self._load[replica] = 0
+        self.replicas[replica] = transport
         self._addresses[transport.target] = replica
+        self._hosts[replica] = {info.name for info in answer.environments}
 
     def owner(self, session_id: str) -> str:
         """The replica owning `session_id`; NOT_FOUND (UNKNOWN_REPLICA) when it is not in this pool."""

@@ -1,8 +1,9 @@
 """Placing new sessions over real `envhub serve` replicas (the toy kind) when some fail.
 
 A replica that is gone (SIGKILL) or draining (SIGTERM with a call held in flight by the toy
-kind's gate) before the create is retired and the session placed on another; with none left
-the create fails with UNAVAILABLE (NO_REPLICA_LEFT). With a `Discovery`, a replica whose address
+kind's gate) before the create, or that dies between the create and the session's first
+snapshot, is retired and the session placed on another; with none left the create fails with
+UNAVAILABLE (NO_REPLICA_LEFT). With a `Discovery`, a replica whose address
 appears later takes new sessions once `refresh_s` has passed on the pool's clock (no real DNS,
 no sleeps), and a retired replica that answers again comes back.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import signal
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -119,3 +121,31 @@ def test_a_pool_whose_addresses_all_fail_to_answer_is_refused() -> None:
 def test_a_discovery_refuses_a_negative_refresh() -> None:
     with pytest.raises(ValueError, match="refresh_s"):
         Discovery(lambda: [], ChannelTransport, refresh_s=-1.0)
+
+
+class KillOnFirstSnapshot(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    """Fault injection: SIGKILL `server` (and wait for it) just before the first CreateSnapshot goes out to it."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.server = server
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        if details.method.endswith("/CreateSnapshot") and self.server.process.poll() is None:
+            self.server.process.kill()
+            self.server.process.wait(timeout=60)
+        return continuation(details, request)
+
+
+def test_a_new_session_whose_replica_dies_before_its_first_snapshot_is_placed_again() -> None:
+    with ServerProcess(REFERENCE) as dying, ServerProcess(REFERENCE) as live:
+        replicas = [
+            ChannelTransport(dying.target, interceptors=[KillOnFirstSnapshot(dying)]),
+            ChannelTransport(live.target),
+        ]
+        transport = FailoverTransport(PoolTransport(replicas))
+        [first, second] = transport.pool.replicas  # placement tries `dying` first
+        with EnvhubClient(transport) as client:
+            session = client.create_session("toy", TASK).session_id
+            assert dying.process.returncode is not None, "the first placement went to the replica that died"
+            assert owner(session) == second and transport.pool.retired == {first}
+            assert client.step(session, "count").observation.step_index == 1
