@@ -90,6 +90,7 @@ class EnvHubService:
         self._idle.set()
         self._emptied = asyncio.Event()
         """Set when, draining, no call is in flight and no session is open."""
+        table.on_drop = self._note_emptied
         self._streams: set[asyncio.Queue[Any]] = set()
 
     # ------------------------------------------------------------------ drain

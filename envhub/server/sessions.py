@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from envhub.core import errors
@@ -28,6 +29,8 @@ class SessionTable:
         self.replica_id = replica_id
         self.max_sessions = max_sessions
         self._records: dict[str, SessionRecord] = {}
+        self.on_drop: Callable[[], None] = lambda: None
+        """Called after sessions left the table (closed, reaped, or lost with their worker)."""
 
     def __len__(self) -> int:
         return len(self._records)
@@ -68,12 +71,14 @@ class SessionTable:
         record = self._records.pop(session_id, None)
         if record is not None:
             record.worker.sessions.discard(session_id)
+        self.on_drop()
 
     def drop_worker(self, worker: Worker) -> None:
         """Forget every session of a dead worker (their ids then answer NOT_FOUND)."""
         for session_id in list(worker.sessions):
             self._records.pop(session_id, None)
         worker.sessions.clear()
+        self.on_drop()
 
     def idle(self, timeout: float, now: float) -> list[SessionRecord]:
         """Sessions with no call in flight and none for `timeout` seconds before monotonic time `now`."""

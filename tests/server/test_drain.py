@@ -6,6 +6,8 @@ nothing is timed."""
 from __future__ import annotations
 
 import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -13,6 +15,7 @@ import pytest
 
 from envhub.bench.procs import ServerProcess
 from envhub.client import EnvhubClient, EnvhubError, RetryPolicy, StepResult
+from envhub.server.background import BackgroundServer
 from envhub.testing import REFERENCE, Gate, InFlight, wait_until_draining
 
 
@@ -60,3 +63,21 @@ def test_a_draining_server_lets_clients_move_sessions_then_exits_when_none_is_le
         assert server.process.poll() is None, "a session is still open: the server waits for it to move"
         client.close_session(second)
         assert server.process.wait(timeout=60) == 0
+
+
+def test_a_session_reaped_in_the_drain_window_lets_the_server_stop_early() -> None:
+    with (
+        BackgroundServer.local(REFERENCE, drain_migrate_s=60.0) as server,
+        EnvhubClient(server.target) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        client.create_session("toy", "train-count/0")
+        drained = pool.submit(server.run, server.server.drain(grace=60))
+        wait_until_draining(server.target)
+        assert not drained.done(), "a session is open: the server waits for it"
+
+        async def reap_everything() -> list[str]:
+            return server.server.reap(time.monotonic() + 1e9)
+
+        assert len(server.run(reap_everything())) == 1
+        drained.result(timeout=30)  # well inside the 60 s window: the reaped session ended the wait
