@@ -15,12 +15,18 @@ to every rollout worker). A new executor (e.g. one process per GPU) only impleme
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from trainer.config import TrainerConfig
 from trainer.workers.placement import Slot
+
+LOCAL_RAY_START_ATTEMPTS = 3
+"""Tries to start a local Ray: Ray gives its raylet a fixed 30 s to register and raises when a loaded machine
+(a shared CI box, two jobs on 2 cores) misses it; a second start then finds the machine less busy."""
+_log = logging.getLogger(__name__)
 
 
 class Executor(Protocol):
@@ -150,10 +156,20 @@ def init_ray(config: TrainerConfig) -> None:
         ray.init(address=config.ray.address, runtime_env=runtime_env)
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(
-        num_cpus=max(2, os.cpu_count() or 2),
-        object_store_memory=config.ray.object_store_mb * 1024 * 1024,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env=runtime_env,
-    )
+    for attempt in range(1, LOCAL_RAY_START_ATTEMPTS + 1):
+        try:
+            ray.init(
+                num_cpus=max(2, os.cpu_count() or 2),
+                object_store_memory=config.ray.object_store_mb * 1024 * 1024,
+                include_dashboard=False,
+                log_to_driver=False,
+                runtime_env=runtime_env,
+            )
+            return
+        except Exception as exc:  # Ray raises a bare Exception for a raylet that missed its start window
+            if "timed out during startup" not in str(exc) or attempt == LOCAL_RAY_START_ATTEMPTS:
+                raise
+            _log.warning(
+                "local Ray start %d of %d timed out (machine busy); starting again", attempt, LOCAL_RAY_START_ATTEMPTS
+            )
+            ray.shutdown()

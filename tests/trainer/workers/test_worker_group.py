@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+import pytest
+
 from trainer.rollout import RolloutStats, Trajectory
 from trainer.workers import LocalExecutor, merge_rollouts, split_tasks
 
@@ -83,3 +85,31 @@ def test_merge_sums_every_counter_and_keeps_the_longest_wall_time() -> None:
     }
     # A field added to RolloutStats must get a merge rule here (and in RolloutStats.merge).
     assert {f.name: getattr(merged, f.name) for f in dataclasses.fields(RolloutStats)} == expected
+
+
+def test_local_ray_start_is_retried_only_when_the_raylet_missed_its_start_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ray
+
+    from trainer.config import load_config
+    from trainer.workers.executor import LOCAL_RAY_START_ATTEMPTS, init_ray
+
+    calls: list[str] = []
+    errors = iter([Exception("The current node timed out during startup. ...")] * (LOCAL_RAY_START_ATTEMPTS - 1))
+
+    def fake_init(**_: object) -> None:  # Ray's own start is what is stood in for, not our code
+        calls.append("init")
+        error = next(errors, None)
+        if error is not None:
+            raise error
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fake_init)
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    config = load_config("quickstart.yaml")
+    init_ray(config)
+    assert calls == ["init", "shutdown"] * (LOCAL_RAY_START_ATTEMPTS - 1) + ["init"]
+    errors = iter([ValueError("bad runtime_env")])
+    with pytest.raises(ValueError, match="bad runtime_env"):  # any other failure is not retried
+        init_ray(config)
