@@ -99,10 +99,10 @@ def _run(args: argparse.Namespace) -> int:
         quickstart(args.out, args.models, overrides=args.overrides, env=args.env, **sized)
         return 0
     if args.command == "compare":
-        from trainer.compare import compare
+        from trainer.experiments.compare import compare
 
         default_out = f"runs/compare-{Path(args.config).stem}{'-quick' if args.quick else ''}"
-        from trainer.compare.delegated import is_delegated, run_delegated
+        from trainer.experiments.compare.delegated import is_delegated, run_delegated
 
         if is_delegated(args.config):
             return run_delegated(Path(args.config).stem, args.out or default_out, args.models, args.quick)
@@ -117,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
         compare(args.config, out, args.models, quick=args.quick, sizes=sizes, arms=arms, report_only=args.report_only)
         return 0
     if args.command == "bench":
-        from trainer.bench import run_bench
+        from trainer.experiments.bench import run_bench
 
         run_bench(args.out, repeats=args.repeats)
         return 0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainer.compare import load_spec
-from trainer.compare.report import write_report
-from trainer.compare.run import ArmRun, Baselines
 from trainer.eval import EvalResult
+from trainer.experiments.compare import load_spec
+from trainer.experiments.compare.report import write_report
+from trainer.experiments.compare.run import ArmRun, Baselines
 
 FINAL = {"atod": (0.50, 0.60), "grpo": (0.10, 0.20), "opd": (0.40, 0.60), "divopd-base": (0.30, 0.30)}
 """Final held-out success per arm for seeds 0 and 1."""
@@ -67,7 +67,7 @@ def test_a_finished_run_is_reused_only_under_the_same_settings(tmp_path: Path) -
     import json
     from dataclasses import asdict
 
-    from trainer.compare.run import RUN_RECORD, arm_config, finished_run
+    from trainer.experiments.compare.run import RUN_RECORD, arm_config, finished_run
 
     spec = load_spec("atod-ablation")
     arm = spec.arms[0]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from trainer.cli import main
-from trainer.compare import load_spec
-from trainer.compare.run import arm_config
+from trainer.experiments.compare import load_spec
+from trainer.experiments.compare.run import arm_config
 
 ARMS = ["divopd-base", "branchopd", "atod"]  # in the config's order
 

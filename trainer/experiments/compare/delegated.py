@@ -1,5 +1,6 @@
 """`trainer compare --config divopd-stress | branchopd-savings`: comparisons that have their own runner module
-(`python -m trainer.divopd_stress`, `python -m trainer.branching.savings`); compare only maps its options."""
+(`python -m trainer.experiments.divopd_stress`, `python -m trainer.experiments.branchopd_savings`); compare only
+maps its options."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import importlib
 from pathlib import Path
 
 DELEGATED: dict[str, str] = {
-    "divopd-stress": "trainer.divopd_stress",
-    "branchopd-savings": "trainer.branching.savings",
+    "divopd-stress": "trainer.experiments.divopd_stress",
+    "branchopd-savings": "trainer.experiments.branchopd_savings",
 }
 """Comparison name -> runner module (its `main(argv)` writes `<out>/<name>.{json,md}`)."""
 QUICK_ARGS: dict[str, tuple[str, ...]] = {

@@ -6,7 +6,7 @@ a seeded run is reproducible). The table reports the measured arrival/drain rati
 in the queue, and pending rows aged out), never-selected share of valid rollouts, Gini of
 selected-turn counts, batch composition, and where every arrived row went.
 
-    python -m trainer.divopd_stress --config divopd-tiny.yaml --steps 24 --out docs/results
+    python -m trainer.experiments.divopd_stress --config divopd-tiny.yaml --steps 24 --out docs/results
 """
 
 from __future__ import annotations

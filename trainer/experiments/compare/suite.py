@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from trainer.compare.spec import find_config, load_spec
+from trainer.experiments.compare.spec import find_config, load_spec
 
 
 def suite_members(name: str | Path) -> tuple[str, ...]:

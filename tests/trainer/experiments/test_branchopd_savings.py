@@ -1,4 +1,5 @@
-"""The token-saving report (`python -m trainer.branching.savings`): arithmetic and files, on hand-built records."""
+"""The token-saving report (`python -m trainer.experiments.branchopd_savings`): arithmetic and files, on
+hand-built records."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 from pathlib import Path
 
 from trainer.branching import diagnostics as names
-from trainer.branching.savings import summarise, write
 from trainer.config import load_config
+from trainer.experiments.branchopd_savings import summarise, write
 
 
 def _step(student: float, main: float, measured: float, ebr: float) -> dict[str, float]:
@@ -33,7 +34,7 @@ def test_savings_are_ratios_of_sums_and_reports_are_named_per_environment_and_la
     assert result["saving_vs_measured"] == 1 - 400 / 1100
     assert result["paper_saving"] == 0.312
     assert result["ebr"] == 0.25 and result["harm_rate"] is None  # NaN steps are left out
-    result["command"] = "python -m trainer.branching.savings --label warm"
+    result["command"] = "python -m trainer.experiments.branchopd_savings --label warm"
     plain, labelled = write(result, tmp_path), write(result, tmp_path, "warm")
     assert plain.name == "branchopd-savings-webshop.md" and labelled.name == "branchopd-savings-webshop-warm.md"
     assert json.loads(labelled.with_suffix(".json").read_text())["saving_vs_estimate"] == result["saving_vs_estimate"]

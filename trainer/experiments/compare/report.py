@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer.compare.run import ArmRun, Baselines
-from trainer.compare.spec import CompareSpec
+from trainer.experiments.compare.run import ArmRun, Baselines
+from trainer.experiments.compare.spec import CompareSpec
 
 HEADER = (
     "| arm | seeds | held-out success (mean ± sd over seeds) | mean turns | student tokens generated "

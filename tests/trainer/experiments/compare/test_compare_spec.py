@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from trainer.compare import load_spec
-from trainer.compare.run import arm_config
 from trainer.config import ConfigError
+from trainer.experiments.compare import load_spec
+from trainer.experiments.compare.run import arm_config
 from trainer.objectives.registry import get_objective
 
 ATOD_ABLATIONS = {"atod-ablation": "alfworld", "atod-ablation-webshop": "webshop", "atod-ablation-searchqa": "searchqa"}
@@ -91,8 +91,8 @@ def test_extends_replaces_whole_keys_and_refuses_loops(tmp_path: Path) -> None:
 
 
 def test_a_suite_is_not_a_comparison_and_takes_no_models_folder() -> None:
-    from trainer.compare import compare
-    from trainer.compare.suite import suite_members
+    from trainer.experiments.compare import compare
+    from trainer.experiments.compare.suite import suite_members
 
     assert suite_members("atod-ablation-all") == ("atod-ablation", "atod-ablation-searchqa")
     assert suite_members("atod-ablation") == ()
@@ -112,7 +112,7 @@ def test_unknown_comparison_names_the_shipped_ones(tmp_path: Path) -> None:
 
 
 def test_delegated_comparisons_map_out_models_and_quick() -> None:
-    from trainer.compare.delegated import delegated_argv, is_delegated
+    from trainer.experiments.compare.delegated import delegated_argv, is_delegated
 
     assert is_delegated("divopd-stress") and is_delegated("branchopd-savings") and not is_delegated("atod-ablation")
     argv = delegated_argv("divopd-stress", "out", "m", quick=True)

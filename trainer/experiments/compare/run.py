@@ -10,10 +10,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trainer.compare.spec import Arm, CompareSpec
 from trainer.config import TrainerConfig, load_config
 from trainer.driver import train
 from trainer.eval import EvalResult, evaluate
+from trainer.experiments.compare.spec import Arm, CompareSpec
 from trainer.metrics import read_metrics
 from trainer.quickstart import SFT_MARKER, expert_episodes, make_models, sft_from_expert
 from trainer.rollout.local_server import LocalServer

@@ -11,7 +11,7 @@ import yaml
 
 from trainer.config import ConfigError
 
-SHIPPED = Path(__file__).resolve().parent.parent / "configs" / "compare"
+SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "compare"
 SIZE_FIELDS = ("seeds", "steps", "eval_every", "eval_tasks", "expert_tasks", "teacher_sft_steps", "student_sft_steps")
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from trainer.compare.report import write_report
-from trainer.compare.run import run_compare
-from trainer.compare.spec import SIZE_FIELDS, CompareSpec, load_spec
-from trainer.compare.suite import suite_members, write_summary
 from trainer.config import ConfigError
+from trainer.experiments.compare.report import write_report
+from trainer.experiments.compare.run import run_compare
+from trainer.experiments.compare.spec import SIZE_FIELDS, CompareSpec, load_spec
+from trainer.experiments.compare.suite import suite_members, write_summary
 
 __all__ = ["CompareSpec", "compare", "load_spec"]
 

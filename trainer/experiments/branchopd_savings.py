@@ -1,6 +1,6 @@
 """Measure BranchOPD's student-token saving against independent rollouts (rollouts only, no learning).
 
-    python -m trainer.branching.savings --config branchopd-tiny.yaml --steps 4 --out docs/results
+    python -m trainer.experiments.branchopd_savings --config branchopd-tiny.yaml --steps 4 --out docs/results
 
 For the same tasks (same env seeds) it plays (a) BranchOPD: one main trajectory per task plus k
 continuations from each of its forks, and (b) independent rollouts: G = 1 + B*k trajectories per
@@ -125,7 +125,7 @@ def write(result: dict[str, Any], out: str | Path, label: str = "") -> Path:
         "",
         f"Student `{result['student']}`, {result['tasks']} tasks, B_eff = {num(result['forks_per_main'])} forks per "
         f"main trajectory, independent baseline G = {result['independent_group_size']} per task "
-        "(`python -m trainer.branching.savings`).",
+        "(`python -m trainer.experiments.branchopd_savings`).",
         "",
         *([f"    {result['command']}", ""] if result.get("command") else []),
         "| quantity | value |",
@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="suffix of the report's file name (e.g. warm)")
     args = parser.parse_args(argv)
     result = measure(load_config(args.config, args.set), args.steps)
-    result["command"] = shlex.join(["python", "-m", "trainer.branching.savings", *(argv or sys.argv[1:])])
+    result["command"] = shlex.join(["python", "-m", "trainer.experiments.branchopd_savings", *(argv or sys.argv[1:])])
     print(write(result, args.out, args.label).read_text())
     return 0
 
