@@ -13,32 +13,37 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
 from envhub.core.environment import EnvironmentKind
 
 ENTRY_POINT_GROUP = "envhub.environments"
-KINDS: dict[str, str] = {
-    "scienceworld": "envhub.envs.scienceworld.kind:ScienceWorldKind",
-    "alfworld": "envhub.envs.alfworld.kind:AlfWorldKind",
-    "searchqa": "envhub.envs.searchqa.kind:SearchQAKind",
-    "webshop": "envhub.envs.webshop.kind:WebShopKind",
-}
-"""Environment name -> "module:Class" of its `EnvironmentKind`, for the kinds envhub ships."""
 
-EXTRAS: dict[str, str] = {
-    "scienceworld": "scienceworld",
-    "alfworld": "alfworld",
-    "searchqa": "searchqa",
-    "webshop": "webshop",
+
+@dataclass(frozen=True)
+class BuiltInKind:
+    """One environment kind envhub ships: where its class is and the pip extra installing its engine."""
+
+    reference: str
+    """Its `EnvironmentKind` class as "module:Class"."""
+    extra: str
+    """`pip install 'envhub[<extra>]'` installs what it imports."""
+
+
+KINDS: Mapping[str, BuiltInKind] = {
+    "scienceworld": BuiltInKind("envhub.envs.scienceworld.kind:ScienceWorldKind", extra="scienceworld"),
+    "alfworld": BuiltInKind("envhub.envs.alfworld.kind:AlfWorldKind", extra="alfworld"),
+    "searchqa": BuiltInKind("envhub.envs.searchqa.kind:SearchQAKind", extra="searchqa"),
+    "webshop": BuiltInKind("envhub.envs.webshop.kind:WebShopKind", extra="webshop"),
 }
-"""Built-in kind -> the pip extra that installs its engine."""
+"""The built-in kinds by environment name: one row each."""
 
 
 def kinds() -> dict[str, str]:
     """Every known kind: the built-ins, then entry points of installed packages (which may not shadow them)."""
-    found = dict(KINDS)
+    found = {name: kind.reference for name, kind in KINDS.items()}
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(entry.name, entry.value)
     return found
@@ -58,7 +63,8 @@ def kind_class(name: str) -> type[EnvironmentKind]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        remedy = f"pip install 'envhub[{EXTRAS[name]}]'" if name in EXTRAS else f"install the package of {module_name}"
+        built_in = KINDS.get(name)
+        remedy = f"pip install 'envhub[{built_in.extra}]'" if built_in else f"install the package of {module_name}"
         raise ImportError(f"environment {name!r} needs extra packages: {remedy} ({exc})") from exc
     kind = getattr(module, class_name, None)
     if not (isinstance(kind, type) and issubclass(kind, EnvironmentKind)):

@@ -6,10 +6,8 @@ which every environment of that process is a separate simulator.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from scienceworld.version import __version__ as SCIENCEWORLD_VERSION
@@ -23,14 +21,9 @@ from envhub.envs.scienceworld.environment import ScienceWorldEnvironment
 from envhub.envs.scienceworld.expert import GoldPaths
 from envhub.envs.scienceworld.jvm import DEFAULT_JAVA_OPTS, DEFAULT_SIMULATORS, Jvm, heap_options
 
-DETERMINISM_PATH = Path(__file__).with_name("determinism.json")
-"""The committed result of `python -m envhub.envs.scienceworld.determinism`."""
-
-
-def nondeterministic_tasks(path: Path = DETERMINISM_PATH) -> frozenset[str]:
-    """Task names whose replay the determinism study saw diverge."""
-    result = json.loads(path.read_text())
-    return frozenset(name for name, row in result["tasks"].items() if not row["deterministic"])
+NONDETERMINISTIC_TASKS: frozenset[str] = frozenset()
+"""Task names whose replay the determinism study saw diverge: `summary.nondeterministic` of its committed
+result, docs/results/scienceworld-determinism.json (`python -m envhub.bench.scienceworld_determinism`)."""
 
 
 class ScienceWorldKind(EnvironmentKind):
@@ -79,7 +72,7 @@ class ScienceWorldKind(EnvironmentKind):
 
     @cached_property
     def _specs(self) -> dict[str, list[TaskSpec]]:
-        return catalog.task_specs(nondeterministic_tasks())
+        return catalog.task_specs(NONDETERMINISTIC_TASKS)
 
     @cached_property
     def _by_id(self) -> dict[str, TaskSpec]:

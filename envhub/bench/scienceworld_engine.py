@@ -1,6 +1,6 @@
 """Speed and memory of the ScienceWorld kind against the `scienceworld` package itself.
 
-    python -m envhub.envs.scienceworld.bench            # prints a table, writes bench.json
+    python -m envhub.bench.scienceworld_engine      # prints a table, writes docs/results/scienceworld-bench.json
 
 Baseline (same run): `scienceworld.ScienceWorldEnv`, one JVM per environment with the
 default heap, whose `step` also lists the valid actions. envhub: one capped JVM, a raw
@@ -21,12 +21,13 @@ from typing import Any
 
 from scienceworld import ScienceWorldEnv
 
+from envhub.bench import RESULTS
 from envhub.core.environment import TaskSpec
 from envhub.envs.scienceworld.environment import ScienceWorldEnvironment
 from envhub.envs.scienceworld.expert import GoldPaths
 from envhub.envs.scienceworld.jvm import Jvm
 
-BENCH_PATH = Path(__file__).with_name("bench.json")
+BENCH_PATH = RESULTS / "scienceworld-bench.json"
 TASKS = ("boil/0", "chemistry-mix/0", "grow-fruit/0", "mendelian-genetics-unknown-plant/0")
 
 

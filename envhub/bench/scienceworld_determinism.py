@@ -7,9 +7,10 @@ one JVM stepped in turn (interleaved), and fresh JVMs. A task is deterministic w
 observation of every run equals the live run's. The same replays are done the upstream
 way (load + raw step, no re-seeding) as the baseline.
 
-    python -m envhub.envs.scienceworld.determinism            # writes determinism.json
+    python -m envhub.bench.scienceworld_determinism   # writes docs/results/scienceworld-determinism.json
 
-The committed JSON decides `TaskSpec.deterministic` (see kind.py).
+The committed result's nondeterministic tasks are `NONDETERMINISTIC_TASKS` in envhub/envs/scienceworld/kind.py,
+which decides `TaskSpec.deterministic` (a test checks the two agree).
 """
 
 from __future__ import annotations
@@ -24,14 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envhub.bench import RESULTS
 from envhub.core.environment import TaskSpec
 from envhub.core.session import observation_digest
 from envhub.envs.scienceworld import catalog
 from envhub.envs.scienceworld.environment import FIRST_ACTION, ScienceWorldEnvironment
 from envhub.envs.scienceworld.expert import GoldPaths
 from envhub.envs.scienceworld.jvm import DEFAULT_JAVA_OPTS, DEFAULT_SIMULATORS, Jvm, heap_options
-from envhub.envs.scienceworld.kind import DETERMINISM_PATH
 
+DETERMINISM_PATH = RESULTS / "scienceworld-determinism.json"
 UPSTREAM_JAVA_OPTS: tuple[str, ...] = ()
 """The scienceworld package launches its JVM without options."""
 Trace = list[str]

@@ -1,6 +1,6 @@
 """How many ScienceWorld simulators fit in a JVM: live heap and RSS per loaded simulator.
 
-    python -m envhub.envs.scienceworld.capacity      # writes capacity.json, prints it
+    python -m envhub.bench.scienceworld_capacity    # writes docs/results/scienceworld-capacity.json, prints it
 
 One JVM of the kind's options, with a heap cap large enough not to matter; simulators are
 loaded one task name after another (the first train variation of each of the 30 tasks, in
@@ -18,14 +18,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envhub.bench import RESULTS
+from envhub.bench.scienceworld_engine import heap_used_mb, rss_mb
 from envhub.core.environment import TaskSpec
 from envhub.envs.scienceworld import catalog
-from envhub.envs.scienceworld.bench import heap_used_mb, rss_mb
 from envhub.envs.scienceworld.environment import ScienceWorldEnvironment
 from envhub.envs.scienceworld.expert import GoldPaths
 from envhub.envs.scienceworld.jvm import BASE_HEAP_MB, DEFAULT_JAVA_OPTS, HEAP_PER_SIMULATOR_MB, Jvm
 
-CAPACITY_PATH = Path(__file__).with_name("capacity.json")
+CAPACITY_PATH = RESULTS / "scienceworld-capacity.json"
 COUNTS = (8, 32, 64, 128)
 SETUP_ACTIONS = ("look around", "inventory", "look around")
 LONG_STEPS = 100

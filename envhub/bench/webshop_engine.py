@@ -1,7 +1,7 @@
 """Speed, memory and search benchmark of the WebShop kind, in one process.
 
-    python -m envhub.envs.webshop.bench            # writes docs/results/webshop-bench.{json,md}
-    python -m envhub.envs.webshop.bench --quick    # a 20k-product search catalogue, fewer repetitions
+    python -m envhub.bench.webshop_engine            # writes docs/results/webshop-bench.{json,md}
+    python -m envhub.bench.webshop_engine --quick    # a 20k-product search catalogue, fewer repetitions
 
 * Step latency of a click and of a search on the default catalogue (3,000 products); the
   baseline of the ratio is the click, the cheapest step.
@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from envhub.bench import RESULTS
 from envhub.core.session import Session
 from envhub.envs.webshop.catalog import Catalog
 from envhub.envs.webshop.generator import generate
@@ -207,7 +208,7 @@ def write(results: dict[str, Any], out: Path) -> None:
         "",
         f"In one process on a shared {os.cpu_count()}-core machine (1-minute load average "
         f"{results['load_average_at_start']:.1f} at the start); search queries are the test goals' instructions. "
-        "Regenerate with `python -m envhub.envs.webshop.bench`.",
+        "Regenerate with `python -m envhub.bench.webshop_engine`.",
     ]
     (out / "webshop-bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -216,7 +217,7 @@ def write(results: dict[str, Any], out: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Benchmark the WebShop kind in one process.")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", type=Path, default=Path("docs/results"))
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     write(run(args.quick), args.out)
 

@@ -1,7 +1,7 @@
 """Search-QA benchmark: retrieval queries/s, episode steps/s and memory per session, in one run.
 
-    python -m envhub.envs.searchqa.bench            # writes docs/results/searchqa-bench.{json,md}
-    python -m envhub.envs.searchqa.bench --quick
+    python -m envhub.bench.searchqa_engine            # writes docs/results/searchqa-bench.{json,md}
+    python -m envhub.bench.searchqa_engine --quick
 
 * Queries/s of the embedded BM25 retriever over the generated corpus and over a corpus twice
   its size (the same passages under new ids, ~100k), against the same index behind our HTTP
@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from envhub.bench import RESULTS
 from envhub.bench.procs import ServerProcess
 from envhub.client import EnvhubClient
 from envhub.core.session import Session
@@ -35,8 +36,6 @@ from envhub.envs.searchqa.data import ensure_default_data
 from envhub.envs.searchqa.kind import SearchQAKind
 from envhub.envs.searchqa.remote import RemoteRetriever, RetrieverServer
 from envhub.envs.searchqa.retriever import CORPUS_FILE, Bm25Retriever, build_index
-
-RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
 
 
 def _rate(call: Callable[[], int], repeat: int) -> float:
@@ -180,7 +179,7 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         "",
         f"Medians on a shared {os.cpu_count()}-core machine (1-minute load average "
         f"{results['load_average_at_start']:.1f} at the start); "
-        "regenerate with `python -m envhub.envs.searchqa.bench`.",
+        "regenerate with `python -m envhub.bench.searchqa_engine`.",
     ]
     (out / "searchqa-bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
