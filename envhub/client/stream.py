@@ -7,8 +7,11 @@ Other calls (listings, snapshots, forks) go over the unary transport the stream 
 A failed call raises the same `EnvhubError` (code, reason, metadata) as the unary call would
 and leaves the stream open; steps and resets are retried by the same `RetryPolicy` as unary
 calls, resending the same request (same request_id), so a retried step is applied once.
-If the stream itself breaks, every unanswered call, and every later one, raises
-UNAVAILABLE / `STREAM_BROKEN` (the cause's code and reason are in the error's metadata).
+If the server refuses the stream (a bad token, a draining server), every call raises that
+refusal as the unary call would (UNAUTHENTICATED `MISSING_OR_BAD_TOKEN`, UNAVAILABLE `DRAINING`);
+nothing is written before the server admits the stream (`STREAM_ADMITTED`). If an admitted
+stream breaks, every unanswered call, and every later one, raises UNAVAILABLE /
+`STREAM_BROKEN` (the cause's code and reason are in the error's metadata).
 
 Use it through `AsyncEnvhubClient.stream()`: `async with client.stream() as stream: ...`.
 """
@@ -29,6 +32,7 @@ from envhub.client.calls import Call
 from envhub.client.errors import from_rpc_error
 from envhub.client.transport import AioChannelTransport
 from envhub.core import errors
+from envhub.core.status import STREAM_ADMITTED
 from envhub.v1 import envhub_pb2 as pb
 
 
@@ -87,9 +91,16 @@ class StreamTransport:
         """Calls sent and not yet answered."""
         return len(self._pending)
 
+    async def _admitted(self) -> bool:
+        """Whether the server admitted the stream (its initial metadata; a refused stream has none)."""
+        metadata = await self._call.initial_metadata()
+        return any(key == STREAM_ADMITTED for key, _ in metadata or ())
+
     async def _requests(self) -> AsyncIterator[pb.SessionStreamRequest]:
+        admitted = await self._admitted()  # writing before it would race a refusal (see STREAM_ADMITTED)
         while (request := await self._outbox.get()) is not None:
-            yield request
+            if admitted:
+                yield request
 
     async def _read(self) -> None:
         try:
@@ -98,8 +109,8 @@ class StreamTransport:
                 if future is not None and not future.done():  # else the caller stopped waiting
                     future.set_result(response)
             self._fail(errors.unavailable("the session stream ended before answering", "STREAM_ENDED"))
-        except grpc.aio.AioRpcError as exc:
-            self._fail(stream_broken(exc))
+        except grpc.aio.AioRpcError as exc:  # refused at once (auth, draining): the refusal as it is
+            self._fail(stream_broken(exc) if await self._admitted() else from_rpc_error(exc))
         except asyncio.CancelledError:
             if not self._call.cancelled():
                 raise
@@ -121,7 +132,7 @@ class StreamTransport:
             try:
                 return await self._submit(call)
             except errors.EnvhubError as error:
-                if error.reason.startswith("STREAM_") or not self.policy.should_retry(call.retry, error, attempt):
+                if self._broken is not None or not self.policy.should_retry(call.retry, error, attempt):
                     raise
             await asyncio.sleep(self.policy.delay_s(attempt))
         raise AssertionError("unreachable")

@@ -12,6 +12,10 @@ from envhub.core.errors import EnvhubError
 DOMAIN = "envhub.dev"
 MAX_MESSAGE_CHARS = 1024
 MAX_METADATA_CHARS = 256
+STREAM_ADMITTED = "envhub-stream-admitted"
+"""Initial-metadata key a server opens a SessionStream with once it admitted it (token accepted, not
+draining). A client writes no request before it: grpc.aio reports a write that races the server's
+refusal as INTERNAL "Internal error from Core" instead of the refusal (grpc/grpc#36066)."""
 
 
 def to_status(error: EnvhubError) -> grpc.Status:

@@ -23,7 +23,7 @@ from google.protobuf.message import Message
 
 from envhub.core import errors
 from envhub.core.environment import TaskSpec
-from envhub.core.status import to_rpc_status, to_status
+from envhub.core.status import STREAM_ADMITTED, to_rpc_status, to_status
 from envhub.server import convert
 from envhub.server import worker_ops as ops
 from envhub.server.catalog import Catalog
@@ -460,6 +460,7 @@ class EnvHubService:
         """Answers each request as soon as it completes; in request order within one session."""
         if self._draining:
             await context.abort_with_status(to_status(errors.draining()))
+        await context.send_initial_metadata(((STREAM_ADMITTED, "1"),))
         out: asyncio.Queue[Any] = asyncio.Queue()
         last_of_session: dict[str, asyncio.Task[None]] = {}
         tasks: set[asyncio.Task[None]] = set()

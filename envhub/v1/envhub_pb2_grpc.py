@@ -186,7 +186,9 @@ class EnvHubServicer:
         """Many sessions' calls multiplexed on one bidirectional stream. Each request
         carries a client-chosen call_id echoed by its response; responses may
         arrive out of order across sessions but are in order within a session.
-        A failed call answers with `error`, and the stream stays open.
+        A failed call answers with `error`, and the stream stays open. An admitted
+        stream starts with initial metadata `envhub-stream-admitted`; a refused one
+        (bad token, draining) ends at once with its status: write nothing before.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
