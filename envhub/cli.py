@@ -43,6 +43,12 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--workers", type=int, default=1, help="worker processes per environment")
     p.add_argument("--max-sessions", type=int, default=256)
     p.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed")
+    p.add_argument(
+        "--lost-ttl",
+        type=float,
+        default=600.0,
+        help="seconds the id of a session lost with its worker answers UNAVAILABLE SESSION_LOST (then NOT_FOUND)",
+    )
     p.add_argument("--max-action-bytes", type=int, default=4096)
     p.add_argument("--max-message-bytes", type=int, default=16 * 1024 * 1024)
     p.add_argument("--drain-grace", type=float, default=30.0, help="seconds in-flight calls get on SIGTERM")
@@ -138,6 +144,7 @@ def _serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         max_sessions=args.max_sessions,
         idle_timeout_s=args.idle_timeout,
+        lost_ttl_s=args.lost_ttl,
         max_action_bytes=args.max_action_bytes,
         max_message_bytes=args.max_message_bytes,
         drain_grace_s=args.drain_grace,

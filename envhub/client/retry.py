@@ -12,6 +12,8 @@ from envhub.core.errors import EnvhubError
 
 LOST = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 """Codes after which a call may or may not have been applied: a keyed call is retried on them."""
+FINAL = frozenset({"SESSION_LOST"})
+"""Reasons no retry on the same server can change (the session is gone there)."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class RetryPolicy:
 
     def should_retry(self, retry: Retry, error: EnvhubError, attempt: int) -> bool:
         """Whether a call of class `retry` that failed with `error` on try `attempt` (0-based) goes again."""
-        if attempt + 1 >= self.attempts:
+        if attempt + 1 >= self.attempts or error.reason in FINAL:
             return False
         if retry is Retry.IDEMPOTENT:
             return error.code == grpc.StatusCode.UNAVAILABLE

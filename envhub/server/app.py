@@ -43,7 +43,7 @@ class EnvhubServer:
         self.config = config
         self.replica_id = config.replica_id or f"r{secrets.token_hex(4)}"
         self.metrics = Metrics()
-        self.table = SessionTable(self.replica_id, config.max_sessions)
+        self.table = SessionTable(self.replica_id, config.max_sessions, config.lost_ttl_s)
         self.pool = WorkerPool(config.environments, config.workers, self.table, self.metrics, config.environment_config)
         self.health = health_aio.HealthServicer()
         self.metrics_port: int | None = None

@@ -25,6 +25,9 @@ class ServerConfig:
     """Live sessions across all kinds; more answers RESOURCE_EXHAUSTED."""
     idle_timeout_s: float = 600.0
     """Sessions without a call for this long are closed by the reaper."""
+    lost_ttl_s: float = 600.0
+    """How long the id of a session lost with its worker answers UNAVAILABLE (SESSION_LOST) instead of
+    NOT_FOUND (at most 4 x max_sessions such ids are kept, oldest dropped first)."""
     max_message_bytes: int = 16 * 1024 * 1024
     """gRPC receive and send message size cap."""
     max_action_bytes: int = 4096
@@ -61,8 +64,8 @@ class ServerConfig:
             raise ValueError(f"an environment is listed twice: {list(self.environments)}")
         if self.workers < 1 or self.max_sessions < 1 or self.max_fork < 1:
             raise ValueError("workers, max_sessions and max_fork must be at least 1")
-        if self.drain_grace_s < 0 or self.drain_migrate_s < 0:
-            raise ValueError("drain_grace_s and drain_migrate_s must be at least 0 seconds")
+        if self.drain_grace_s < 0 or self.drain_migrate_s < 0 or self.lost_ttl_s < 0:
+            raise ValueError("drain_grace_s, drain_migrate_s and lost_ttl_s must be at least 0 seconds")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("TLS needs both a certificate file and a key file")
         stray = sorted(set(self.environment_config) - set(self.environments))

@@ -345,6 +345,9 @@ class EnvHubService:
         entry.error.CopyFrom(to_rpc_status(error))
 
     async def _close(self, request: pb.CloseSessionRequest, context: Context) -> pb.CloseSessionResponse:
+        if self._table.lost(request.session_id):  # already gone with its worker: forget its tombstone
+            self._table.drop(request.session_id)
+            return pb.CloseSessionResponse()
         record = self._table.get(request.session_id)
         self._table.drop(request.session_id)
         await self._call(context, record.worker, ops.Close(request.session_id))
