@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup quickstart test lint protos check-protos bench gpu-smoke
+.PHONY: setup quickstart test test-adapters venv-verifiers lint protos check-protos bench gpu-smoke
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -12,13 +12,28 @@ $(STAMP): pyproject.toml
 	# torch first, from this machine's local CPU build: an unpinned torch would pull a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[scienceworld,alfworld,searchqa,webshop,trainer,openenv,trl,dev]'
-	# verifiers 0.4.0 pins mcp==2.0.0 and openai<3, while openenv-core 0.3.0 needs mcp>=2.3 (through fastmcp):
-	# install verifiers, then restore what openenv needs (the verifiers adapter runs with it; docs/integrations.md).
-	$(BIN)/pip install -q 'verifiers==0.4.0'
-	$(BIN)/pip install -q 'mcp==2.3.0' 'mcp-types==2.3.0' 'openai==3.57.0'
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+## Framework adapters whose pins cannot live in .venv (docs/integrations.md): each gets a venv of its own
+## with envhub, that framework from its extra and pytest; its adapter tests run there against a server
+## started on .venv's Python (the one with the environments installed).
+# verifiers 0.4.0 pins mcp==2.0.0 and openai<3; openenv-core 0.3.0 (in .venv) needs mcp>=2.3.
+VENV_VERIFIERS ?= .venv-verifiers
+ADAPTER_TESTS_verifiers := tests/integrations/test_verifiers_adapter.py
+STAMP_VERIFIERS := $(VENV_VERIFIERS)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+$(STAMP_VERIFIERS): pyproject.toml
+	test -x $(VENV_VERIFIERS)/bin/python || $(PY) -m venv $(VENV_VERIFIERS)
+	$(VENV_VERIFIERS)/bin/pip install -q --upgrade pip
+	$(VENV_VERIFIERS)/bin/pip install -q -e '.[verifiers]' pytest pytest-timeout
+	touch $(STAMP_VERIFIERS)
+
+venv-verifiers: $(STAMP_VERIFIERS)
+
+test-adapters: setup venv-verifiers
+	ENVHUB_SERVER_PYTHON=$(abspath $(BIN)/python) $(VENV_VERIFIERS)/bin/python -m pytest -q $(ADAPTER_TESTS_verifiers)
 
 ## The main job: local servers, shipped task sets, a tiny CPU model.
 quickstart: setup
@@ -41,7 +56,7 @@ gpu-smoke:
 	cat runs/gpu-smoke/summary.jsonl
 
 ## The test command (CI runs exactly this).
-test: setup check-protos lint
+test: setup check-protos lint test-adapters
 	$(BIN)/python -m pytest -q -m 'not gpu and not bench'
 
 lint: setup

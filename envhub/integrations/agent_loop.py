@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from envhub.integrations.batching import StepBatcher
-from envhub.integrations.trl import Render, parse_action, render_turn
+from envhub.integrations.text import Render, parse_action, render_turn
 
 
 class Generated(Protocol):

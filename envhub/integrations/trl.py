@@ -16,7 +16,6 @@ and whose `task_id` column `EnvhubToolEnv.reset` receives. Install `envhub[trl]`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from itertools import groupby
 from typing import Any
@@ -25,25 +24,7 @@ import torch
 from datasets import Dataset
 
 from envhub.integrations.episodes import EnvView, Episodes
-
-Render = Callable[[EnvView], str]
-"""Text the model reads for an observation (the first one is the prompt, later ones are feedback)."""
-
-
-def render_turn(turn: EnvView) -> str:
-    """The default rendering: goal, observation, admissible actions, and the answer format."""
-    lines = [f"Task: {turn.task_description}", f"Observation: {turn.text}"]
-    if turn.admissible:
-        lines.append("Admissible actions: " + ", ".join(turn.admissible))
-    lines.append("Answer with <action>...</action>.")
-    return "\n".join(lines) + "\n"
-
-
-def parse_action(text: str) -> str:
-    """The action inside the last <action>...</action>, else the first line of `text`."""
-    tagged = re.findall(r"<action>(.*?)</action>", text, flags=re.DOTALL)
-    chosen = tagged[-1] if tagged else (text.strip().splitlines() or [""])[0]
-    return chosen.strip() or "look"
+from envhub.integrations.text import Render, parse_action, render_turn
 
 
 def task_dataset(targets: str | Sequence[str], environment: str, split: str = "train", limit: int = 0) -> Dataset:

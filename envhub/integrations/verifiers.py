@@ -19,7 +19,7 @@ import verifiers.v1 as vf
 
 from envhub.integrations.batching import StepBatcher
 from envhub.integrations.episodes import Episodes
-from envhub.integrations.trl import parse_action, render_turn
+from envhub.integrations.text import parse_action, render_turn
 
 SYSTEM_PROMPT = (
     "You are playing a text environment. Read the task and the observation, then reply with one "

@@ -1,23 +1,51 @@
-"""Shared fixtures: one real envhub ALFWorld server (a child process on a free loopback port), a tiny model."""
+"""Shared fixtures: one real envhub ALFWorld server (a child process on a free loopback port), a tiny model.
+
+The adapters' tests also run in each framework's own venv (`make test-adapters`), which holds
+envhub and that framework only: there the server runs on the Python named by
+`ENVHUB_SERVER_PYTHON` (the main venv, which has ALFWorld), as a separate service would.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from envhub.integrations.episodes import EnvView
-from envhub.integrations.trl import render_turn
-from trainer.models.tiny import TinySpec, make_tiny_models
-from trainer.rollout.local_server import LocalServer
+from envhub.integrations.text import render_turn
+
+SERVER_PYTHON = os.environ.get("ENVHUB_SERVER_PYTHON") or sys.executable
+
+
+def _port(process: subprocess.Popen[bytes], port_file: Path) -> int:
+    """The port `envhub serve --port-file` wrote once serving (it writes "<port>\\n")."""
+    while process.poll() is None:
+        try:
+            process.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            text = port_file.read_text() if port_file.exists() else ""
+            if text.endswith("\n"):
+                return int(text)
+    raise RuntimeError(f"the ALFWorld server exited with {process.returncode} before serving")
 
 
 @pytest.fixture(scope="session")
-def alfworld_target() -> Iterator[str]:
-    pytest.importorskip("alfworld")
-    with LocalServer("alfworld") as server:
-        yield server.address
+def alfworld_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if sys.executable == SERVER_PYTHON:
+        pytest.importorskip("alfworld")
+    port_file = tmp_path_factory.mktemp("alfworld-server") / "port"
+    command = [SERVER_PYTHON, "-m", "envhub.cli", "serve", "--env", "alfworld", "--port", "0"]
+    command += ["--host", "localhost", "--port-file", str(port_file), "--set", "alfworld.rooms=small"]
+    process = subprocess.Popen(command)
+    try:
+        yield f"localhost:{_port(process, port_file)}"
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
 
 
 def _corpus() -> list[str]:
@@ -30,5 +58,8 @@ def _corpus() -> list[str]:
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random tiny Qwen3 (hidden 32, 1 layer) and its tokenizer, made offline."""
+    pytest.importorskip("torch")
+    from trainer.models.tiny import TinySpec, make_tiny_models
+
     out = tmp_path_factory.mktemp("integrations-tiny")
     return make_tiny_models(out, _corpus(), student=TinySpec(32, 1), vocab_size=400).student
