@@ -6,16 +6,27 @@ Same methods, results, errors and retry policy as `EnvhubClient`. `stream()` giv
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 from envhub.client import calls, channel
-from envhub.client.calls import awaiting
 from envhub.client.retry import DEFAULT_POLICY, RetryPolicy
 from envhub.client.stream import StreamTransport
 from envhub.client.transport import DEFAULT_TIMEOUT_S, AioChannelTransport, AsyncTransport, Settings
 
+P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def awaiting(build: Callable[P, calls.Call[R]]) -> Callable[Concatenate[AsyncEnvhubClient, P], Awaitable[R]]:
+    """An asyncio client method running the `Call` that `build` makes."""
+
+    async def method(self: AsyncEnvhubClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self.run(build(*args, **kwargs))
+
+    method.__name__, method.__doc__ = build.__name__, build.__doc__
+    return method
 
 
 class AsyncEnvhubClient:

@@ -1,24 +1,28 @@
 """The typed client API, written once: each operation builds a `Call` that any transport can run.
 
-A `Call[R]` is everything a transport needs to run one operation: the RPC, the request, how
-to turn the response into the typed result `R`, whether a retry is safe, and what a pool
-routes by (the session id, or the environment of a new session). The clients
-(`EnvhubClient`, `AsyncEnvhubClient`) expose these builders as methods with `blocking` and
-`awaiting`, so every signature below exists once (the model is dm_env_rpc's connection +
-adaptor: transports move messages, this module knows what they mean).
+A `Call[R]` is everything a transport needs to run one operation: the RPC and its request, how
+to turn the response into the typed result `R`, and what the call does (`Effect`: reads,
+creates, steps, resets, closes, forks, batches), from which follow whether a retry is safe
+(`Retry`), what a pool routes it by (its session, or the environment of a new session), what a
+failover transport tracks, and whether it travels on a SessionStream. Transports decide by these
+fields, never by the RPC's name. The clients (`EnvhubClient`, `AsyncEnvhubClient`) expose these
+builders as methods, so every signature below exists once (the model is dm_env_rpc's connection
++ adaptor: transports move messages, this module knows what they mean).
 
 State-changing calls that may be retried carry a fresh `request_id` (see docs/protocol.md,
 "Exactly-once steps"): every retry of one `step` call resends the same request, so the
-server applies it once however many replies are lost.
+server applies it once however many replies are lost; a call sent to another session
+(`Call.addressed_to`, failover) keeps it too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, TypeVar
 
 from google.protobuf.message import Message
 
@@ -26,12 +30,8 @@ from envhub.client import convert, types
 from envhub.core.errors import EnvhubError
 from envhub.v1 import envhub_pb2 as pb
 
-if TYPE_CHECKING:
-    from envhub.client.aio import AsyncEnvhubClient
-    from envhub.client.sync import EnvhubClient
-
-P = ParamSpec("P")
 R = TypeVar("R")
+M = TypeVar("M", bound=Message)
 
 
 class Retry(enum.Enum):
@@ -45,26 +45,93 @@ class Retry(enum.Enum):
     """Carries a request_id the session remembers: retried on UNAVAILABLE and DEADLINE_EXCEEDED."""
 
 
+class Effect(enum.Enum):
+    """What a call does to sessions."""
+
+    READS = "reads"
+    """Changes nothing: listings, expert actions, snapshots."""
+    CREATES = "creates"
+    """Places one new session on a replica of its `environment` (CreateSession, RestoreSnapshot)."""
+    STEPS = "steps"
+    """Steps its session once."""
+    RESETS = "resets"
+    """Restarts its session's episode."""
+    CLOSES = "closes"
+    """Ends its session."""
+    FORKS = "forks"
+    """New sessions from its session's state, on the same replica."""
+    BATCHES = "batches"
+    """Steps several sessions at once: its `parts`, one STEPS call each."""
+
+    @property
+    def retry(self) -> Retry:
+        """When a call with this effect may be sent again."""
+        return _RETRY[self]
+
+
+_RETRY = {
+    Effect.READS: Retry.IDEMPOTENT,
+    Effect.CREATES: Retry.NEVER,
+    Effect.STEPS: Retry.KEYED,
+    Effect.RESETS: Retry.KEYED,
+    Effect.CLOSES: Retry.NEVER,
+    Effect.FORKS: Retry.NEVER,
+    Effect.BATCHES: Retry.KEYED,
+}
+
+
 @dataclass(frozen=True)
 class Call(Generic[R]):
     """One operation, ready for a transport."""
 
     method: str
-    """RPC name in envhub.v1.EnvHub, e.g. "Step"."""
+    """RPC name in envhub.v1.EnvHub, e.g. "Step": where a transport sends the request (what the call
+    does is `effect`)."""
     request: Message
     decode: Callable[[Any], R]
     """Response message -> typed result."""
-    retry: Retry = Retry.NEVER
+    effect: Effect
     timeout: float | None = None
     """Per attempt; None: the client's default."""
     session_id: str = ""
     """The session the call is about (a pool routes by its replica prefix)."""
     environment: str = ""
     """For calls creating a session: the environment (a pool places by it)."""
-    new_sessions: Callable[[Any], int] = field(default=lambda _: 0)
-    """How many sessions the response created (a pool keeps its placement counts with it)."""
+    readdress: Callable[[str], Message] | None = None
+    """For a call about one session: its request sent to another session id (same request_id)."""
+    created: Callable[[Any], list[str]] = field(default=lambda _: [])
+    """Response message -> the ids of the sessions it created (creates and forks)."""
+    parts: tuple[Call[types.StepResult], ...] = ()
+    """For a batch: one step call per step, in order (a pool splits the batch by their sessions)."""
+    merge: Callable[[Sequence[Any]], Message] | None = None
+    """For a read about the whole fleet: every replica's response -> the answer (a pool asks each)."""
     next_page: Callable[[Any, Any], Message | None] | None = None
     """For paged listings: (request, response) -> the request of the next page, or None."""
+
+    @property
+    def retry(self) -> Retry:
+        """When a transport may send this call again (from its effect)."""
+        return self.effect.retry
+
+    def addressed_to(self, session_id: str) -> Call[R]:
+        """This call about `session_id` instead (a failover transport's live copy of a session);
+        the result decodes as before, for the session the caller knows."""
+        if session_id == self.session_id:
+            return self
+        if self.readdress is None:
+            raise ValueError(f"a {self.method} call is not about one session")
+        return dataclasses.replace(self, request=self.readdress(session_id), session_id=session_id)
+
+    def sessions_made(self, response: Message) -> int:
+        """How many sessions the response created (negative: closed), for a pool's placement counts."""
+        return len(self.created(response)) - (self.effect is Effect.CLOSES)
+
+
+def expect(message: Message, kind: type[M]) -> M:
+    """`message` as the `kind` it must be (a transport's answer to a call of known RPC)."""
+    if not isinstance(message, kind):
+        raise TypeError(f"expected a {kind.__name__}, got a {type(message).__name__}")
+    return message
 
 
 def _request_id() -> str:
@@ -78,6 +145,31 @@ def _task(task: types.TaskRef | types.TaskInfo | str) -> pb.TaskSelector:
     return pb.TaskSelector(split_index=pb.SplitIndex(split=ref.split, index=ref.index))
 
 
+def _of_session(
+    method: str,
+    effect: Effect,
+    session_id: str,
+    request: Callable[[str], Message],
+    decode: Callable[[Any], R],
+    timeout: float | None,
+    **more: Any,
+) -> Call[R]:
+    """A call about `session_id`, whose request `request(session_id)` makes (for any session)."""
+    return Call(method, request(session_id), decode, effect, timeout, session_id, readdress=request, **more)
+
+
+def _merge_environments(responses: Sequence[pb.ListEnvironmentsResponse]) -> pb.ListEnvironmentsResponse:
+    """Every environment of `responses`, each once (the first replica's entry)."""
+    merged = pb.ListEnvironmentsResponse()
+    seen: set[str] = set()
+    for response in responses:
+        for info in response.environments:
+            if info.name not in seen:
+                seen.add(info.name)
+                merged.environments.append(info)
+    return merged
+
+
 # ---------------------------------------------------------------- discovery
 
 
@@ -87,20 +179,15 @@ def list_environments(*, timeout: float | None = None) -> Call[list[types.Enviro
         "ListEnvironments",
         pb.ListEnvironmentsRequest(),
         lambda response: [convert.environment(info) for info in response.environments],
-        Retry.IDEMPOTENT,
+        Effect.READS,
         timeout,
+        merge=_merge_environments,
     )
 
 
 def replica_id(*, timeout: float | None = None) -> Call[str]:
-    """Id of the replica answering (the prefix of its session ids)."""
-    return Call(
-        "ListEnvironments",
-        pb.ListEnvironmentsRequest(),
-        lambda response: str(response.replica_id),
-        Retry.IDEMPOTENT,
-        timeout,
-    )
+    """Id of the replica answering (the prefix of its session ids; for a pool, the replica it asks)."""
+    return Call("ListEnvironments", pb.ListEnvironmentsRequest(), lambda r: str(r.replica_id), Effect.READS, timeout)
 
 
 def _next_task_page(request: pb.ListTasksRequest, response: pb.ListTasksResponse) -> Message | None:
@@ -119,7 +206,7 @@ def list_tasks(environment: str, split: str = "", *, timeout: float | None = Non
         "ListTasks",
         pb.ListTasksRequest(environment=environment, split=split),
         lambda response: [convert.task(info) for info in response.tasks],
-        Retry.IDEMPOTENT,
+        Effect.READS,
         timeout,
         environment=environment,
         next_page=_next_task_page,
@@ -149,7 +236,13 @@ def create_session(
         include_admissible_actions=admissible,
     )
     return Call(
-        "CreateSession", request, convert.session_start, timeout=timeout, environment=environment, new_sessions=_one
+        "CreateSession",
+        request,
+        convert.session_start,
+        Effect.CREATES,
+        timeout,
+        environment=environment,
+        created=_new_session,
     )
 
 
@@ -162,20 +255,21 @@ def reset_session(
     timeout: float | None = None,
 ) -> Call[types.SessionStart]:
     """Restart the episode, on the same task and seed unless given. Retried safely (request_id)."""
-    request = pb.ResetSessionRequest(
-        session_id=session_id, include_admissible_actions=admissible, request_id=_request_id()
-    )
-    if task is not None:
-        request.task.CopyFrom(_task(task))
-    if seed is not None:
-        request.seed = seed
-    return Call(
+    selector = None if task is None else _task(task)
+    request_id = _request_id()
+
+    def request(to: str) -> pb.ResetSessionRequest:
+        return pb.ResetSessionRequest(
+            session_id=to, task=selector, seed=seed, include_admissible_actions=admissible, request_id=request_id
+        )
+
+    return _of_session(
         "ResetSession",
+        Effect.RESETS,
+        session_id,
         request,
         lambda response: convert.reset_start(session_id, response),
-        Retry.KEYED,
         timeout,
-        session_id=session_id,
     )
 
 
@@ -192,17 +286,18 @@ def step(
     `expected_step_index`: apply only if the session has taken exactly this many steps
     (else FAILED_PRECONDITION, STEP_INDEX_MISMATCH).
     """
-    request = pb.StepRequest(
-        session_id=session_id, action=action, include_admissible_actions=admissible, request_id=_request_id()
-    )
-    if expected_step_index is not None:
-        request.expected_step_index = expected_step_index
-    return step_request(request, timeout)
+    request_id = _request_id()
 
+    def request(to: str) -> pb.StepRequest:
+        return pb.StepRequest(
+            session_id=to,
+            action=action,
+            include_admissible_actions=admissible,
+            expected_step_index=expected_step_index,
+            request_id=request_id,
+        )
 
-def step_request(request: pb.StepRequest, timeout: float | None = None) -> Call[types.StepResult]:
-    """The Step call sending `request` as it is (e.g. one step of a StepBatch, sent on its own)."""
-    return Call("Step", request, convert.step, Retry.KEYED, timeout, session_id=request.session_id)
+    return _of_session("Step", Effect.STEPS, session_id, request, convert.step, timeout)
 
 
 def step_many(
@@ -219,42 +314,38 @@ def step_many(
     whole and every step is still applied once. Then the first failed step's `EnvhubError` is
     raised, or with `return_errors` each failure takes its result's place.
     """
-    request = pb.StepBatchRequest(
-        steps=[
-            pb.StepRequest(
-                session_id=session_id, action=action, include_admissible_actions=admissible, request_id=_request_id()
-            )
-            for session_id, action in steps
-        ]
-    )
+    parts = [step(session_id, action, admissible=admissible, timeout=timeout) for session_id, action in steps]
+    return batch(parts, return_errors=return_errors, timeout=timeout)
+
+
+def batch(
+    parts: Sequence[Call[types.StepResult]], *, return_errors: bool = False, timeout: float | None = None
+) -> Call[list[Any]]:
+    """The steps `parts` (each a `step` call) as one StepBatch call; see `step_many`."""
 
     def decode(answer: pb.StepBatchResponse) -> list[Any]:
         return step_results(convert.step_batch(answer), return_errors)
 
-    return Call("StepBatch", request, decode, Retry.KEYED, timeout)
+    request = pb.StepBatchRequest(steps=[expect(part.request, pb.StepRequest) for part in parts])
+    return Call("StepBatch", request, decode, Effect.BATCHES, timeout, parts=tuple(parts))
 
 
 def close_session(session_id: str, *, timeout: float | None = None) -> Call[None]:
     """Close a session (a second close answers NOT_FOUND)."""
-    return Call(
-        "CloseSession",
-        pb.CloseSessionRequest(session_id=session_id),
-        lambda _: None,
-        timeout=timeout,
-        session_id=session_id,
-        new_sessions=lambda _: -1,
+    return _of_session(
+        "CloseSession", Effect.CLOSES, session_id, lambda to: pb.CloseSessionRequest(session_id=to), _none, timeout
     )
 
 
 def expert_actions(session_id: str, *, timeout: float | None = None) -> Call[list[str]]:
     """The expert's next action(s) from the session's state, next first."""
-    return Call(
+    return _of_session(
         "GetExpertActions",
-        pb.GetExpertActionsRequest(session_id=session_id),
+        Effect.READS,
+        session_id,
+        lambda to: pb.GetExpertActionsRequest(session_id=to),
         lambda response: list(response.actions),
-        Retry.IDEMPOTENT,
         timeout,
-        session_id=session_id,
     )
 
 
@@ -263,13 +354,13 @@ def expert_actions(session_id: str, *, timeout: float | None = None) -> Call[lis
 
 def snapshot(session_id: str, *, timeout: float | None = None) -> Call[types.Snapshot]:
     """A signed snapshot of the session (opaque bytes, its environment and step index)."""
-    return Call(
+    return _of_session(
         "CreateSnapshot",
-        pb.CreateSnapshotRequest(session_id=session_id),
+        Effect.READS,
+        session_id,
+        lambda to: pb.CreateSnapshotRequest(session_id=to),
         convert.snapshot,
-        Retry.IDEMPOTENT,
         timeout,
-        session_id=session_id,
     )
 
 
@@ -288,49 +379,36 @@ def restore(
         "RestoreSnapshot",
         request,
         convert.session_start,
-        timeout=timeout,
+        Effect.CREATES,
+        timeout,
         environment=environment,
-        new_sessions=_one,
+        created=_new_session,
     )
 
 
 def fork(session_id: str, count: int = 1, *, timeout: float | None = None) -> Call[list[str]]:
     """`count` new sessions continuing independently from this one's state."""
-    return Call(
+    return _of_session(
         "ForkSession",
-        pb.ForkSessionRequest(session_id=session_id, count=count),
-        lambda response: list(response.session_ids),
-        timeout=timeout,
-        session_id=session_id,
-        new_sessions=lambda response: len(response.session_ids),
+        Effect.FORKS,
+        session_id,
+        lambda to: pb.ForkSessionRequest(session_id=to, count=count),
+        _forked,
+        timeout,
+        created=_forked,
     )
 
 
-def _one(_: Any) -> int:
-    return 1
+def _new_session(response: pb.CreateSessionResponse | pb.RestoreSnapshotResponse) -> list[str]:
+    return [response.session_id]
 
 
-# ---------------------------------------------------------------- binding to clients
+def _forked(response: pb.ForkSessionResponse) -> list[str]:
+    return list(response.session_ids)
 
 
-def blocking(build: Callable[P, Call[R]]) -> Callable[Concatenate[EnvhubClient, P], R]:
-    """A blocking client method running the `Call` that `build` makes."""
-
-    def method(self: EnvhubClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.run(build(*args, **kwargs))
-
-    method.__name__, method.__doc__ = build.__name__, build.__doc__
-    return method
-
-
-def awaiting(build: Callable[P, Call[R]]) -> Callable[Concatenate[AsyncEnvhubClient, P], Awaitable[R]]:
-    """An asyncio client method running the `Call` that `build` makes."""
-
-    async def method(self: AsyncEnvhubClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.run(build(*args, **kwargs))
-
-    method.__name__, method.__doc__ = build.__name__, build.__doc__
-    return method
+def _none(_: Message) -> None:
+    return None
 
 
 def step_results(answers: list[types.StepResult | EnvhubError], return_errors: bool) -> list[Any]:

@@ -19,7 +19,6 @@ steps since the last snapshot kept in memory.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
-from envhub.client import calls, convert, types
+from envhub.client import calls, types
 from envhub.client.endpoints import REFRESH_S
 from envhub.client.errors import from_status
 from envhub.client.pool_transport import FAILED, PoolTransport
@@ -40,8 +39,6 @@ from envhub.v1 import envhub_pb2 as pb
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-PLACED = frozenset({"CreateSession", "RestoreSnapshot"})
-"""Calls that place a new session (on a replica the pool chooses)."""
 
 
 @dataclass
@@ -53,16 +50,6 @@ class _Session:
     snapshot: types.Snapshot | None = None
     replay: list[tuple[calls.Call[types.StepResult], types.StepResult]] = field(default_factory=list)
     """Steps since `snapshot`, with the results the caller saw."""
-
-
-def _retarget(call: calls.Call[Any], session_id: str) -> calls.Call[Any]:
-    """`call` sent to `session_id` instead (same request otherwise, request_id included)."""
-    if call.session_id == session_id:
-        return call
-    request = type(call.request)()
-    request.CopyFrom(call.request)
-    request.session_id = session_id  # type: ignore[attr-defined]
-    return dataclasses.replace(call, request=request, session_id=session_id)
 
 
 class FailoverTransport:
@@ -96,21 +83,21 @@ class FailoverTransport:
         return cls(PoolTransport.over(targets, settings, refresh_s), snapshot_every)
 
     def send(self, call: calls.Call[Any]) -> Message:
-        if call.method == "StepBatch":
-            return self._step_batch(call)
+        if call.effect is calls.Effect.BATCHES:
+            return self._batch(call)
         session = self._sessions.get(call.session_id) if call.session_id else None
         if session is None:
             return self._untracked(call)
         try:
-            response = self.pool.send(_retarget(call, session.live_id))
+            response = self.pool.send(call.addressed_to(session.live_id))
         except EnvhubError as error:
             if not self.pool.failed(self.pool.owner(session.live_id), error):
                 raise
-            if call.method == "CloseSession":  # its replica is gone or leaving: nothing left to close
+            if call.effect is calls.Effect.CLOSES:  # its replica is gone or leaving: nothing left to close
                 self._sessions.pop(call.session_id, None)
                 return pb.CloseSessionResponse()
             self._recover(call.session_id, session, error)
-            response = self.pool.send(_retarget(call, session.live_id))
+            response = self.pool.send(call.addressed_to(session.live_id))
         self._after(call, response)
         return response
 
@@ -122,9 +109,9 @@ class FailoverTransport:
             try:
                 self._after(call, response)
             except EnvhubError as error:
-                if call.method not in PLACED:
+                if call.effect is not calls.Effect.CREATES:
                     raise
-                replica = self.pool.owner(call.decode(response).session_id)
+                replica = self.pool.owner(call.created(response)[0])
                 if not self.pool.failed(replica, error):
                     raise
                 log.warning("a new session's replica %s failed before its first snapshot (%s)", replica, error)
@@ -132,28 +119,27 @@ class FailoverTransport:
                 continue
             return response
 
-    def _step_batch(self, call: calls.Call[Any]) -> Message:
-        """The batch with each tracked session's live id; a step failing with its replica is sent
+    def _batch(self, call: calls.Call[Any]) -> Message:
+        """The batch sent with each tracked session's live id; a step failing with its replica is sent
         again on its own (recovering the session); every step that went through is recorded."""
-        request: pb.StepBatchRequest = call.request  # type: ignore[assignment]
-        steps = [calls.step_request(step, call.timeout) for step in request.steps]
-        live = [self._live(step) for step in steps]
-        batch = dataclasses.replace(call, request=pb.StepBatchRequest(steps=[step.request for step in live]))  # type: ignore[misc]
-        response: pb.StepBatchResponse = self.pool.send(batch)  # type: ignore[assignment]
-        for step, entry in zip(steps, response.results, strict=True):
+        live = calls.batch([self._live(part) for part in call.parts], timeout=call.timeout)
+        response = calls.expect(self.pool.send(live), pb.StepBatchResponse)
+        entries = []
+        for part, entry in zip(call.parts, response.results, strict=True):
             lost = entry.HasField("error") and from_status(entry.error).code in FAILED
-            if lost and step.session_id in self._sessions:
+            if lost and part.session_id in self._sessions:
                 try:
-                    entry.result.CopyFrom(self.send(step).result)  # type: ignore[attr-defined]
+                    entry = pb.StepBatchEntry(result=calls.expect(self.send(part), pb.StepResponse).result)
                 except EnvhubError as error:
-                    entry.error.CopyFrom(to_rpc_status(error))
+                    entry = pb.StepBatchEntry(error=to_rpc_status(error))
             elif entry.HasField("result"):
-                self._stepped(step, convert.step_result(entry.result))
-        return response
+                self._stepped(part, part.decode(pb.StepResponse(result=entry.result)))
+            entries.append(entry)
+        return pb.StepBatchResponse(results=entries)
 
     def _live(self, call: calls.Call[R]) -> calls.Call[R]:
         session = self._sessions.get(call.session_id)
-        return call if session is None else _retarget(call, session.live_id)
+        return call if session is None else call.addressed_to(session.live_id)
 
     def close(self) -> None:
         self.pool.close()
@@ -165,16 +151,13 @@ class FailoverTransport:
 
     def _after(self, call: calls.Call[Any], response: Message) -> None:
         """Track sessions the call created, changed or closed."""
-        if call.method in ("CreateSession", "RestoreSnapshot"):
-            self._track(call.decode(response).session_id)
-        elif call.method == "ForkSession":
-            for session_id in call.decode(response):
-                self._track(session_id)
-        elif call.method == "ResetSession":
+        for session_id in call.created(response):
+            self._track(session_id)
+        if call.effect is calls.Effect.RESETS:
             self._checkpoint(self._sessions[call.session_id])
-        elif call.method == "Step" and call.session_id in self._sessions:
+        elif call.effect is calls.Effect.STEPS:
             self._stepped(call, call.decode(response))
-        elif call.method == "CloseSession":
+        elif call.effect is calls.Effect.CLOSES:
             self._sessions.pop(call.session_id, None)
 
     def _track(self, session_id: str) -> None:
@@ -218,7 +201,7 @@ class FailoverTransport:
             "session %s: replica %s failed (%s); restored on %s", session_id, lost, cause.reason, start.session_id
         )
         for step, recorded in session.replay:
-            replayed = self._run(_retarget(step, start.session_id))
+            replayed = self._run(step.addressed_to(start.session_id))
             if replayed != recorded:
                 raise errors.failed_precondition(
                     f"session {session_id!r}: a replayed step on {start.session_id!r} "

@@ -1,12 +1,14 @@
 """`PoolTransport`: a blocking transport over several replicas, routing each call to the replica it concerns.
 
-New sessions (create, restore) go to the replica with the fewest sessions this pool placed
+Routing follows each call's data (`calls.Call`), never its RPC name. New sessions (calls that
+create: create, restore) go to the replica with the fewest sessions this pool placed
 there (round robin among equals) among the live ones hosting the environment; if that replica
 fails the call with it (refused as DRAINING, or UNAVAILABLE/CANCELLED and then a read-only
 probe fails too) the pool retires it and places the session on another, raising UNAVAILABLE
 (NO_REPLICA_LEFT) only when none is left. Every call of a session goes to the replica named
-by its id prefix ("<replica_id>.<suffix>"); `list_environments` merges every live replica's
-answer; a StepBatch is split into one StepBatch per replica, sent in parallel. With a
+by its id prefix ("<replica_id>.<suffix>"); a read about the whole fleet (`list_environments`,
+whose call says how to `merge`) asks every live replica; a batch is split by its `parts` into one
+StepBatch per replica, sent in parallel. With a
 `Discovery` the pool re-resolves its targets (after retiring a replica, and every
 `refresh_s` seconds before a placement): replicas at new addresses join, retired ones that
 answer again come back, replicas whose address is no longer resolved are retired; it starts
@@ -15,7 +17,6 @@ with the addresses that answer and fails (UNAVAILABLE, NO_REPLICA_LEFT) only if 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import threading
@@ -40,6 +41,11 @@ FAILED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 PROBE_TIMEOUT_S = 5.0
 
 
+def _environments(transport: ChannelTransport, timeout: float | None = None) -> pb.ListEnvironmentsResponse:
+    """One replica's ListEnvironments answer: which replica it is and what it hosts."""
+    return calls.expect(transport.send(calls.list_environments(timeout=timeout)), pb.ListEnvironmentsResponse)
+
+
 class PoolTransport:
     """One `ChannelTransport` per replica and the routing between them."""
 
@@ -57,8 +63,8 @@ class PoolTransport:
         """Replicas no new session is placed on (draining or gone); their sessions' calls still route there."""
         self._lock = threading.Lock()
         for transport in replicas:
-            answer = transport.send(calls.list_environments())
-            replica: str = answer.replica_id  # type: ignore[attr-defined]
+            answer = _environments(transport)
+            replica = answer.replica_id
             if replica in self.replicas:
                 raise ValueError(f"{transport.target} and {self.replicas[replica].target} are the same replica")
             self._admit(transport, answer)
@@ -80,9 +86,9 @@ class PoolTransport:
             discovery=Discovery(resolver(targets), lambda address: ChannelTransport(address, settings), refresh_s)
         )
 
-    def _admit(self, transport: ChannelTransport, answer: Any) -> None:
+    def _admit(self, transport: ChannelTransport, answer: pb.ListEnvironmentsResponse) -> None:
         """Add a replica; `_hosts` last, as placement (maybe on another thread) starts from it."""
-        replica: str = answer.replica_id
+        replica = answer.replica_id
         self._load[replica] = 0
         self.replicas[replica] = transport
         self._addresses[transport.target] = replica
@@ -148,12 +154,12 @@ class PoolTransport:
         assert self.discovery is not None
         transport = self.discovery.connect(address)
         try:
-            answer: Any = transport.send(calls.list_environments(timeout=PROBE_TIMEOUT_S))
+            answer = _environments(transport, PROBE_TIMEOUT_S)
         except EnvhubError as error:  # not ready yet, draining or gone
             transport.close()
             log.info("replica address %s does not answer (%s)", address, error.reason or error.code.name)
             return
-        replica: str = answer.replica_id
+        replica = answer.replica_id
         if replica not in self.replicas:
             self._admit(transport, answer)
             log.warning("replica %s (%s) joined the pool", replica, address)
@@ -178,16 +184,16 @@ class PoolTransport:
         return min(candidates[turn:] + candidates[:turn], key=lambda replica: self._load[replica])
 
     def send(self, call: calls.Call[Any]) -> Message:
-        if call.method == "ListEnvironments" and not call.session_id:
-            return self._merged_environments(call)
-        if call.method == "StepBatch":
+        if call.merge is not None:
+            return self._merged(call)
+        if call.effect is calls.Effect.BATCHES:
             return self._split_batch(call)
         if call.session_id:
             replica = self.owner(call.session_id)
             response = self.replicas[replica].send(call)
         else:
             replica, response = self._placed(call)
-        self._load[replica] = max(0, self._load[replica] + call.new_sessions(response))
+        self._load[replica] = max(0, self._load[replica] + call.sessions_made(response))
         return response
 
     def _placed(self, call: calls.Call[Any]) -> tuple[str, Message]:
@@ -211,48 +217,41 @@ class PoolTransport:
                 last = error
                 self.retire(replica)
 
-    def _merged_environments(self, call: calls.Call[Any]) -> Message:
-        merged = pb.ListEnvironmentsResponse()
-        seen: set[str] = set()
-        for replica in [name for name in list(self.replicas) if name not in self.retired]:
-            for info in self.replicas[replica].send(call).environments:  # type: ignore[attr-defined]
-                if info.name not in seen:
-                    seen.add(info.name)
-                    merged.environments.append(info)
-        return merged
+    def _merged(self, call: calls.Call[Any]) -> Message:
+        """A read about the whole fleet: every live replica's answer, merged by the call."""
+        assert call.merge is not None
+        return call.merge([self.replicas[name].send(call) for name in list(self.replicas) if name not in self.retired])
 
     def _split_batch(self, call: calls.Call[Any]) -> Message:
-        """A StepBatch as one StepBatch per replica, in parallel; each step answered in its place
-        (a step of a replica outside this pool: NOT_FOUND, UNKNOWN_REPLICA; of a replica whose
-        call failed: that call's error)."""
-        request: pb.StepBatchRequest = call.request  # type: ignore[assignment]
-        merged = pb.StepBatchResponse()
-        entries = [merged.results.add() for _ in request.steps]
+        """A batch as one batch per replica, in parallel; each step answered in its place (a step of a
+        replica outside this pool: NOT_FOUND, UNKNOWN_REPLICA; of a replica whose call failed: that
+        call's error)."""
+        entries = [pb.StepBatchEntry() for _ in call.parts]
         shares: dict[str, list[int]] = {}
-        for position, step in enumerate(request.steps):
+        for position, part in enumerate(call.parts):
             try:
-                shares.setdefault(self.owner(step.session_id), []).append(position)
+                shares.setdefault(self.owner(part.session_id), []).append(position)
             except EnvhubError as exc:
-                entries[position].error.CopyFrom(to_rpc_status(exc))
+                entries[position] = pb.StepBatchEntry(error=to_rpc_status(exc))
 
         def play(replica: str) -> None:
             positions = shares[replica]
-            share = pb.StepBatchRequest(steps=[request.steps[p] for p in positions])
+            share = calls.batch([call.parts[p] for p in positions], timeout=call.timeout)
             try:
-                answer = self.replicas[replica].send(dataclasses.replace(call, request=share))
+                answer = calls.expect(self.replicas[replica].send(share), pb.StepBatchResponse)
             except EnvhubError as exc:  # the replica failed (e.g. draining, gone): each of its steps failed
                 for position in positions:
-                    entries[position].error.CopyFrom(to_rpc_status(exc))
+                    entries[position] = pb.StepBatchEntry(error=to_rpc_status(exc))
                 return
-            for position, entry in zip(positions, answer.results, strict=True):  # type: ignore[attr-defined]
-                entries[position].CopyFrom(entry)
+            for position, entry in zip(positions, answer.results, strict=True):
+                entries[position] = entry
 
         if len(shares) == 1:
             play(next(iter(shares)))
         elif shares:
             with ThreadPoolExecutor(max_workers=len(shares)) as executor:
                 list(executor.map(play, shares))
-        return merged
+        return pb.StepBatchResponse(results=entries)
 
     def close(self) -> None:
         for transport in list(self.replicas.values()):

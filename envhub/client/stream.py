@@ -126,7 +126,7 @@ class StreamTransport:
     # ------------------------------------------------------------------ calls
 
     async def send(self, call: Call[Any]) -> Message:
-        if call.method not in stream_wire.FIELDS:
+        if stream_wire.slot(call.request) is None:  # listings, snapshots, forks
             return await self._unary.send(call)
         for attempt in itertools.count():
             try:
@@ -145,10 +145,10 @@ class StreamTransport:
         call_id = next(self._ids)
         future: asyncio.Future[pb.SessionStreamResponse] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
-        self._outbox.put_nowait(stream_wire.wrap(call_id, call))
+        self._outbox.put_nowait(stream_wire.wrap(call_id, call.request))
         try:
             async with asyncio.timeout(call.timeout or self.timeout):
-                return stream_wire.unwrap(await future, call.method)
+                return stream_wire.unwrap(await future, call.request)
         except TimeoutError:
             raise errors.EnvhubError(
                 grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer to {call.method} within the timeout", "DEADLINE_EXCEEDED"

@@ -10,19 +10,29 @@ a lost reply would leak or misreport, so they are not retried.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 import grpc
 
 from envhub.client import calls, channel
-from envhub.client.calls import blocking
 from envhub.client.pool_transport import PoolTransport
 from envhub.client.retry import DEFAULT_POLICY, RetryPolicy
 from envhub.client.transport import DEFAULT_TIMEOUT_S, ChannelTransport, Settings, Transport
 
+P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def blocking(build: Callable[P, calls.Call[R]]) -> Callable[Concatenate[EnvhubClient, P], R]:
+    """A blocking client method running the `Call` that `build` makes."""
+
+    def method(self: EnvhubClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.run(build(*args, **kwargs))
+
+    method.__name__, method.__doc__ = build.__name__, build.__doc__
+    return method
 
 
 class EnvhubClient:
