@@ -39,18 +39,22 @@ test-adapters: setup venv-verifiers
 quickstart: setup
 	$(BIN)/trainer quickstart
 
-## On a CUDA machine only (docs/gpu.md): [gpu] extra in .venv-gpu, `pytest -m gpu`, 2 ATOD steps on vLLM.
-GPU_SMOKE_RAY = --set ray.enabled=true --set placement.learner_gpus=1 --set placement.sleep_level=2 --set output_dir=runs/gpu-smoke/train-ray
+## On a CUDA machine only (docs/gpu.md): the [gpu] and [alfworld] extras in .venv-gpu, the GPU tests (only the
+## files holding `pytest.mark.gpu`, so nothing else need import), then 2 steps on vLLM twice: in one process
+## (GRPO: the student's engine is the process's only one, weights inproc) and under Ray (ATOD, colocated, CUDA IPC).
+GPU_TESTS = $(shell grep -rl --include='test_*.py' 'pytest.mark.gpu' tests | sort)
+GPU_SMOKE_INPROC = --set ray.enabled=false --set placement.learner_gpus=0 --set objective.name=grpo --set output_dir=runs/gpu-smoke/train
 gpu-smoke:
 	mkdir -p runs/gpu-smoke
-	python3 -m venv .venv-gpu && .venv-gpu/bin/pip install -q -e '.[gpu]' pytest
-	.venv-gpu/bin/python -m pytest -q -m gpu > runs/gpu-smoke/pytest.log 2>&1; s=$$?; tail -n 20 runs/gpu-smoke/pytest.log; exit $$s
-	.venv-gpu/bin/trainer make-models --out runs/models > runs/gpu-smoke/make-models.log 2>&1
-	# in-process (Ray off): weights handed to the engine in the same process (inproc), no sleep
-	.venv-gpu/bin/trainer train --config trainer/configs/gpu-smoke.yaml --no-progress > runs/gpu-smoke/train.log 2>&1; \
-	  s=$$?; tail -n 20 runs/gpu-smoke/train.log; exit $$s
+	test -x .venv-gpu/bin/python || $(PY) -m venv .venv-gpu
+	.venv-gpu/bin/pip install -q -e '.[gpu,alfworld]' pytest pytest-timeout
+	.venv-gpu/bin/python -m pytest -q -m gpu $(GPU_TESTS) > runs/gpu-smoke/pytest.log 2>&1; s=$$?; tail -n 20 runs/gpu-smoke/pytest.log; exit $$s
+	.venv-gpu/bin/trainer make-models --config trainer/configs/gpu-smoke.yaml --out runs/models > runs/gpu-smoke/make-models.log 2>&1
+	# one process (Ray off): weights handed to the engine in the same process (inproc)
+	.venv-gpu/bin/trainer train --config trainer/configs/gpu-smoke.yaml --no-progress $(GPU_SMOKE_INPROC) \
+	  > runs/gpu-smoke/train.log 2>&1; s=$$?; tail -n 20 runs/gpu-smoke/train.log; exit $$s
 	# Ray, colocated on one GPU: vLLM's weight-transfer API over CUDA IPC (ipc), engines sleep through the update
-	.venv-gpu/bin/trainer train --config trainer/configs/gpu-smoke.yaml --no-progress $(GPU_SMOKE_RAY) \
+	.venv-gpu/bin/trainer train --config trainer/configs/gpu-smoke.yaml --no-progress \
 	  > runs/gpu-smoke/train-ray.log 2>&1; s=$$?; tail -n 20 runs/gpu-smoke/train-ray.log; exit $$s
 	tail -q -n 2 runs/gpu-smoke/train/metrics.jsonl runs/gpu-smoke/train-ray/metrics.jsonl > runs/gpu-smoke/summary.jsonl
 	cat runs/gpu-smoke/summary.jsonl

@@ -9,6 +9,7 @@ start-up with the remedy in the message.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -287,6 +288,13 @@ class PlacementConfig(_Section):
         "PACK", description="Ray placement-group strategy over the bundles (one bundle per GPU group)."
     )
     ready_timeout_s: float = Field(120.0, gt=0, description="Fail when the cluster cannot reserve the GPUs in time.")
+    gpu_memory_gib: float = Field(
+        139.0,
+        gt=0,
+        description="Memory of one GPU in GiB (an H200 reports about 139), for the config-load check that each GPU's "
+        "vLLM engines (backend.gpu_memory_utilization each) plus its learner rank's states (16 bytes per parameter "
+        "of models.student's config.json over the learner ranks) fit in one GPU.",
+    )
 
 
 class RecoveryConfig(_Section):
@@ -417,6 +425,18 @@ class TrainerConfig(_Section):
             return "inproc"
         return "ipc" if self.placement.mode == "colocated" else "nccl"
 
+    def rollout_workers_per_target(self, targets: int) -> int:
+        """Rollout workers per server target: `ray.num_rollout_workers` spread over `targets`, at least one each."""
+        return max(1, self.ray.num_rollout_workers // max(targets, 1))
+
+    def rollout_workers(self) -> int:
+        """Rollout workers (each with its own generation engine) a run starts: per target over `env.targets`,
+        or one per producer with `divopd.enabled`."""
+        if self.divopd.enabled:
+            return self.divopd.producers
+        targets = len(self.env.targets)
+        return self.rollout_workers_per_target(targets) * targets
+
     def _check_gpu_path(self) -> None:
         sync, backend, placement = self.weight_sync(), self.backend, self.placement
         if sync != "state_dict" and backend.kind != "vllm":
@@ -430,25 +450,76 @@ class TrainerConfig(_Section):
                 "backend.weight_sync nccl broadcasts from the learner to engines on other GPUs: it needs "
                 "ray.enabled and placement.mode split (use ipc when colocated)"
             )
-        if backend.kind == "vllm" and placement.mode == "colocated" and placement.sleep_level and not self.ray.enabled:
-            from trainer.objectives.registry import get_objective
-
-            per_target = max(1, self.ray.num_rollout_workers // max(len(self.env.targets), 1))
-            engines = per_target * len(self.env.targets) + int(get_objective(self.objective.name).needs_teacher)
-            if engines > 1:
-                raise ValueError(
-                    f"with Ray off, {engines} vLLM engines (rollout workers and teacher) share this process, and "
-                    "vLLM's sleep mode frees memory process-wide (one allocator per process), so one engine's sleep "
-                    "would discard the others' weights: set placement.sleep_level to 0, or ray.enabled to true"
-                )
         if backend.tensor_parallel_size > 1:
             if backend.kind != "vllm" or placement.mode != "split":
                 raise ValueError("backend.tensor_parallel_size > 1 needs backend.kind vllm and placement.mode split")
+            if not self.ray.enabled:
+                raise ValueError(
+                    "backend.tensor_parallel_size > 1 with ray.enabled false would push the weights through vLLM's "
+                    "multiprocess engine client, where tensors arrive as lists: set ray.enabled true (placement.mode "
+                    "split, weights over nccl) or backend.tensor_parallel_size 1"
+                )
             if placement.learner_gpus and placement.rollout_gpus != backend.tensor_parallel_size:
                 raise ValueError(
                     f"each rollout engine's bundle must hold its {backend.tensor_parallel_size} tensor-parallel GPUs: "
                     f"set placement.rollout_gpus to {backend.tensor_parallel_size}"
                 )
+        if backend.kind != "vllm":
+            return
+        if self.ray.enabled and not placement.learner_gpus:
+            raise ValueError(
+                "backend.kind vllm under Ray needs placement.learner_gpus >= 1: without a placement group no actor "
+                "is given a GPU, so every engine lands on GPU 0 (set placement.learner_gpus, and placement.mode "
+                "colocated or split)"
+            )
+        self._check_one_engine_per_process()
+        self._check_gpu_memory()
+
+    def _check_one_engine_per_process(self) -> None:
+        """vLLM keeps process-global distributed state and workspaces (and one sleep allocator per process):
+        one engine per process, so with Ray off only one engine (one rollout worker, no teacher) may run."""
+        if self.ray.enabled:
+            return
+        from trainer.objectives.registry import get_objective
+
+        rollout, teacher = self.rollout_workers(), int(get_objective(self.objective.name).needs_teacher)
+        if rollout + teacher > 1:
+            raise ValueError(
+                f"with ray.enabled false, {rollout + teacher} vLLM engines ({rollout} rollout, {teacher} teacher) "
+                "would share this one process, and vLLM runs one engine per process (its distributed state, "
+                "workspaces and sleep allocator are process-wide): set ray.enabled true (every engine is then its "
+                "own actor process), or run one rollout worker with an objective that needs no teacher"
+            )
+
+    def _check_gpu_memory(self) -> None:
+        """Every GPU's vLLM engines (each reserves `gpu_memory_utilization` of the whole GPU when it starts,
+        before the learner exists) plus its learner ranks' states must fit in that GPU."""
+        from trainer.objectives.registry import get_objective
+        from trainer.sizing import learner_states_gib, read_shape
+        from trainer.workers.placement import gpu_loads, plan_placement
+
+        placement, utilization = self.placement, self.backend.gpu_memory_utilization
+        shape = read_shape(self.models.student)
+        learner_gib = learner_states_gib(shape, max(placement.learner_gpus, 1)) if shape else 0.0
+        learner_share = learner_gib / placement.gpu_memory_gib
+        plan = plan_placement(placement, self.rollout_workers(), get_objective(self.objective.name).needs_teacher)
+        for gpu, (engines, learners) in enumerate(gpu_loads(plan)):
+            load = engines * utilization + learners * learner_share
+            if load <= 1.0:
+                continue
+            room = max(0.0, 1.0 - learners * learner_share)
+            learner_text = (
+                f" + {learners} learner rank(s)' states ({learner_gib:.1f} GiB of placement.gpu_memory_gib "
+                f"{placement.gpu_memory_gib:g})"
+                if learners and shape
+                else ""
+            )
+            raise ValueError(
+                f"GPU {gpu} would hold {engines} vLLM engine(s) x backend.gpu_memory_utilization {utilization:g}"
+                f"{learner_text} = {load:.2f} of its memory (> 1): lower backend.gpu_memory_utilization to "
+                f"{math.floor(room / max(engines, 1) * 100 + 1e-9) / 100:g} or less, or give the engines more GPUs "
+                "(placement.learner_gpus, or placement.mode split)"
+            )
 
     def _check_branch(self) -> None:
         import dataclasses

@@ -23,9 +23,12 @@ Rules (bytes):
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 GIB = 1024**3
 H200_GIB = 139.0
@@ -58,6 +61,43 @@ class ModelShape:
         embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
         return self.layers * per_layer + embeddings + self.hidden
 
+    @classmethod
+    def from_hf_config(cls, name: str, config: Mapping[str, Any]) -> ModelShape:
+        """The shape of a Hugging Face decoder `config.json` (Qwen3, Llama and the like)."""
+        hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+        return cls(
+            name,
+            hidden,
+            int(config["num_hidden_layers"]),
+            heads,
+            int(config.get("num_key_value_heads") or heads),
+            int(config.get("head_dim") or hidden // heads),
+            int(config["intermediate_size"]),
+            int(config["vocab_size"]),
+            bool(config.get("tie_word_embeddings", False)),
+        )
+
+    def hf_config(self) -> dict[str, Any]:
+        """A Qwen3 `config.json` of this shape (Qwen3's published rope, norm and context settings), for
+        random-initialised models of the papers' sizes (gpu-check's throughput and memory figures)."""
+        return {
+            "model_type": "qwen3",
+            "architectures": ["Qwen3ForCausalLM"],
+            "hidden_size": self.hidden,
+            "num_hidden_layers": self.layers,
+            "num_attention_heads": self.heads,
+            "num_key_value_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "intermediate_size": self.intermediate,
+            "vocab_size": self.vocab,
+            "tie_word_embeddings": self.tied_embeddings,
+            "hidden_act": "silu",
+            "max_position_embeddings": 40960,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1_000_000,
+            "attention_bias": False,
+        }
+
     @property
     def kv_bytes_per_token(self) -> int:
         """bf16 K and V for one token across all layers."""
@@ -70,6 +110,15 @@ QWEN3 = {
     "Qwen3-8B": ModelShape("Qwen3-8B", 4096, 36, 32, 8, 128, 12288, 151936, False),
     "Qwen3-32B": ModelShape("Qwen3-32B", 5120, 64, 64, 8, 128, 25600, 151936, False),
 }
+
+
+def read_shape(folder: str | Path) -> ModelShape | None:
+    """The shape in a local model folder's `config.json`; None when there is none or it is not a decoder's."""
+    path = Path(folder) / "config.json"
+    try:
+        return ModelShape.from_hf_config(Path(folder).name, json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,26 @@ import torch
 from torch import Tensor
 
 from trainer.backends.base import FinishReason, Generation, SamplingSettings
-from trainer.backends.weight_transfer import DEFAULT_BUCKET_BYTES, buckets, cast_for_engine
+from trainer.backends.weight_transfer import DEFAULT_BUCKET_BYTES, WeightExport, release_cuda_cache
 
 _WORKER_EXTENSION = "trainer.backends.vllm_worker.WeightSyncExtension"
+
+_process_engine: str | None = None
+"""The model of the vLLM engine this process started (None: none yet); vLLM runs one engine per process."""
+
+
+def claim_process_engine(model: str) -> None:
+    """Record that this process starts its vLLM engine; refuse a second one. vLLM reuses its process-global
+    distributed state and workspace (and its one sleep allocator) for a second engine, which its maintainers
+    call unsupported: the student's and the teacher's engines belong in different processes (Ray actors)."""
+    global _process_engine
+    if _process_engine is not None:
+        raise RuntimeError(
+            f"this process (pid {os.getpid()}) already started a vLLM engine ({_process_engine}); vLLM runs one "
+            f"engine per process, so {model} needs its own process: set ray.enabled true (every engine is then "
+            "its own actor), or start it in a child process"
+        )
+    _process_engine = model
 
 
 def _import_vllm() -> Any:
@@ -56,6 +73,7 @@ class VLLMBackend:
         **engine_kwargs: Any,
     ) -> None:
         vllm = _import_vllm()
+        claim_process_engine(str(model_path))
         if weight_transfer not in (None, "ipc", "nccl"):
             raise ValueError(f"weight_transfer must be ipc, nccl or None, not {weight_transfer!r}")
         # The in-process engine (InprocClient + uni executor at world size 1) hands `collective_rpc`
@@ -143,12 +161,15 @@ class VLLMBackend:
         return scores
 
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
-        """In-process sync: the learner's HF-named weights, cast to the engine dtype where they are (GPU
-        tensors stay on the GPU), bucket by bucket to the worker in this process, then drop stale
-        prefix-cache blocks (updates do not, GPU-FACTS 1)."""
-        for bucket in buckets(cast_for_engine(state_dict, self.dtype), self.bucket_bytes):
-            self.llm.collective_rpc("envhub_load_weights", args=(bucket,))
+        """In-process sync: the learner's HF-named weights, bucket by bucket cast to the engine dtype where
+        they are (GPU tensors stay on the GPU; one bucket's copy alive at a time) to the worker in this
+        process, then drop stale prefix-cache blocks (updates do not, GPU-FACTS 1) and return the freed
+        copies' memory to the GPU (the KV cache wakes next)."""
+        export = WeightExport(state_dict, self.dtype, self.bucket_bytes)
+        for chunk in range(len(export.chunks)):
+            self.llm.collective_rpc("envhub_load_weights", args=(export.tensors(chunk),))
         self.llm.reset_prefix_cache()
+        release_cuda_cache()
 
     def init_weight_transfer(self, init_info: dict[str, Any]) -> None:
         """Set up vLLM's weight-transfer engine (ipc: `{"packed": False}`; nccl: the rendezvous)."""

@@ -13,7 +13,7 @@ goes through the CPU.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -23,11 +23,6 @@ DEFAULT_BUCKET_BYTES = 2048 * 1024 * 1024
 
 ENGINE_DTYPE = torch.bfloat16
 """The rollout engines' weight dtype (the vLLM backend's default)."""
-
-
-def cast_for_engine(state_dict: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """Floating-point tensors in the engine's `dtype` (others untouched), contiguous, on their device."""
-    return {name: _engine_tensor(t, dtype) for name, t in state_dict.items()}
 
 
 def _engine_tensor(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -48,13 +43,6 @@ def plan_chunks(sizes: Mapping[str, int], bucket_bytes: int) -> list[list[str]]:
         chunks[-1].append(name)
         size += nbytes
     return chunks
-
-
-def buckets(tensors: Mapping[str, torch.Tensor], bucket_bytes: int) -> Iterator[list[tuple[str, torch.Tensor]]]:
-    """Consecutive `(name, tensor)` groups of at most `bucket_bytes` (a larger tensor goes alone)."""
-    sizes = {name: t.numel() * t.element_size() for name, t in tensors.items()}
-    for chunk in plan_chunks(sizes, bucket_bytes):
-        yield [(name, tensors[name]) for name in chunk]
 
 
 def _info(meta: list[tuple[str, torch.dtype, list[int]]]) -> dict[str, Any]:
@@ -127,6 +115,13 @@ class WeightExport:
         self._alive.clear()
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.ipc_collect()
+
+
+def release_cuda_cache() -> None:
+    """Hand the memory this process's caching allocator holds unused (dropped export copies, the learner's
+    activations) back to the GPU, so that a colocated engine can wake its KV cache into it."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _numel(shape: list[int]) -> int:

@@ -41,7 +41,7 @@ class WorkerGroup:
         self.config = config
         self.executor = executor or make_executor(config)
         if per_target is None:
-            per_target = max(1, config.ray.num_rollout_workers // max(len(targets), 1))
+            per_target = config.rollout_workers_per_target(len(targets))
         rollout_targets = [t for t in targets for _ in range(per_target)]
         needs_teacher = get_objective(config.objective.name).needs_teacher
         plan = plan_placement(config.placement, len(rollout_targets), needs_teacher)
@@ -138,11 +138,13 @@ class WorkerGroup:
 
     def sync_weights(self) -> None:
         """Push the learner's weights to every rollout worker (`backend.weight_sync`, weight_sync.py).
-        Sleeping engines wake in verl's order: weights, the push, then the KV cache (and the teacher)."""
+        Sleeping engines wake in verl's order: weights, the push, then the KV cache (and the teacher); before
+        the KV cache, the learners hand their freed export copies and cached activations back to the GPU."""
         if self.sleep_level:
             self._on_engines("wake_up", ["weights"])
         self.weight_sync.push()
         if self.sleep_level:
+            self._on_learners("release_memory")
             self._on_engines("wake_up", ["kv_cache"])
             if self.teacher is not None:
                 self.executor.call(self.teacher, "wake_up")

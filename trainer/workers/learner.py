@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from trainer.backends.weight_transfer import ENGINE_DTYPE, NcclSender, WeightExport
+from trainer.backends.weight_transfer import ENGINE_DTYPE, NcclSender, WeightExport, release_cuda_cache
 from trainer.config import TrainerConfig
 from trainer.learner import STATE_FILE, Learner, sharded_checkpoint
 from trainer.objectives.batch import TokenBatch
@@ -112,6 +112,11 @@ class LearnerWorker:
         if self._export is not None:
             self._export.release()
         self._export = None
+
+    def release_memory(self) -> None:
+        """Give the GPU back what this process's allocator caches unused (the dropped export copies, the
+        update's activations), before a colocated engine wakes its KV cache."""
+        release_cuda_cache()
 
     def transfer_address(self) -> tuple[str, int]:
         """Where rank 0 hosts the trainer-to-engine NCCL group (this node, a free port)."""

@@ -10,6 +10,9 @@ placement group and `RayExecutor.spawn(..., slot=...)` schedules each actor into
   (verl's `1 / max_colocate_count`). vLLM sleeps while the learner updates (docs/gpu.md).
 * `split`: a bundle per learner rank (1 GPU), per rollout engine (`rollout_gpus`) and for the
   teacher (`teacher_gpus`); each actor asks its whole bundle.
+
+`gpu_loads` counts the vLLM engines and learner ranks that share each GPU, for the config-load check that
+their memory fits (`TrainerConfig._check_gpu_memory`).
 """
 
 from __future__ import annotations
@@ -66,3 +69,15 @@ def plan_placement(config: PlacementConfig, rollout_workers: int, teacher: bool)
         bundles.append({"GPU": float(config.teacher_gpus)})
         teacher_slot = Slot(len(bundles) - 1, float(config.teacher_gpus))
     return PlacementPlan(bundles, learner, rollout, teacher_slot)
+
+
+def gpu_loads(plan: PlacementPlan) -> list[tuple[int, int]]:
+    """(vLLM engines, learner ranks) on each GPU of `plan`: per bundle (every GPU of a tensor-parallel
+    bundle holds a shard of its engine); without a placement group, everything shares the one visible GPU."""
+    engines = [*plan.rollout, *([plan.teacher] if plan.teacher else [])]
+    if not plan.bundles:
+        return [(len(engines), len(plan.learner))]
+    return [
+        (sum(s.bundle == b for s in engines), sum(s.bundle == b for s in plan.learner))
+        for b in range(len(plan.bundles))
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import pickle
 import subprocess
 import sys
@@ -81,6 +82,27 @@ while not Path(done).exists():  # the tensors must outlive the engine's finish_w
 export.release()
 """
 
+_ENGINE = """
+import json, pickle, sys
+from pathlib import Path
+from trainer.backends import make_backend
+
+folder, infos, prompts, out = sys.argv[1:5]
+engine = make_backend(
+    "vllm", folder, gpu_memory_utilization=0.2, enforce_eager=True, weight_transfer="ipc", sleep_mode=True
+)
+engine.init_weight_transfer({"packed": False})
+engine.sleep(2)
+engine.wake_up(["weights"])
+engine.start_weight_update()
+for info in pickle.loads(Path(infos).read_bytes()):  # the sibling learner's file, not the wire
+    engine.receive_weights(info)
+engine.finish_weight_update()
+engine.wake_up(["kv_cache"])
+rows = json.loads(prompts)
+Path(out).write_text(json.dumps(engine.score(rows, [[5, 6, 7]] * len(rows))))
+"""
+
 
 def _wait_for(path: Path, learner: subprocess.Popen[bytes]) -> bytes:
     while not path.exists():
@@ -93,29 +115,20 @@ def test_vllm_sleeps_then_loads_weights_over_ipc(  # type: ignore[no-untyped-def
     folder: Path, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]], tmp_path: Path
 ) -> None:
     """Colocated order (sleep 2, wake weights, ipc update in chunks, wake kv cache) on one GPU, weights
-    exported by another process (a learner); then vLLM (bf16) scores like the new weights."""
+    exported by another process (a learner); then vLLM (bf16) scores like the new weights. The engine runs
+    in a child process of its own: this one already holds the module's engine, and vLLM runs one per process."""
     other = make_tiny_model(tokenizer, seed=11)
     other.save_pretrained(tmp_path / "other")
-    out, done = tmp_path / "infos.pkl", tmp_path / "done"
-    learner = subprocess.Popen([sys.executable, "-c", _LEARNER, str(tmp_path / "other"), str(out), str(done)])
+    infos, done, scores = tmp_path / "infos.pkl", tmp_path / "done", tmp_path / "scores.json"
+    learner = subprocess.Popen([sys.executable, "-c", _LEARNER, str(tmp_path / "other"), str(infos), str(done)])
     try:
-        infos = pickle.loads(_wait_for(out, learner))  # our own child's file, not the wire
-        assert len(infos) > 1
-        engine = make_backend(
-            "vllm", folder, gpu_memory_utilization=0.2, enforce_eager=True, weight_transfer="ipc", sleep_mode=True
-        )
-        engine.init_weight_transfer({"packed": False})
-        engine.sleep(2)
-        engine.wake_up(["weights"])
-        engine.start_weight_update()
-        for info in infos:
-            engine.receive_weights(info)
-        engine.finish_weight_update()
-        engine.wake_up(["kv_cache"])
+        assert len(pickle.loads(_wait_for(infos, learner))) > 1  # our own child's file, not the wire
+        engine = [sys.executable, "-c", _ENGINE, str(folder), str(infos), json.dumps(prompts), str(scores)]
+        subprocess.run(engine, check=True, timeout=600)
     finally:
         done.touch()
         learner.wait(timeout=60)
     reference = HFBackend(other, eos_token_ids=[], pad_token_id=tokenizer.pad_token_id)
     responses = [[5, 6, 7]] * len(prompts)
-    for got, want in zip(engine.score(prompts, responses), reference.score(prompts, responses), strict=True):
+    for got, want in zip(json.loads(scores.read_text()), reference.score(prompts, responses), strict=True):
         torch.testing.assert_close(torch.tensor(got), torch.tensor(want), atol=5e-2, rtol=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,14 +91,83 @@ def test_reference_lists_every_section() -> None:
         assert f"### `{section}`" in text
 
 
-def test_gpu_smoke_config_is_two_atod_steps_on_vllm_with_the_made_models() -> None:
+def test_gpu_smoke_runs_atod_under_ray_and_grpo_in_one_process() -> None:
     config = load_config("gpu-smoke.yaml")
     assert (config.steps, config.objective.name, config.backend.kind) == (2, "atod", "vllm")
     assert config.models.student == "runs/models/student" and config.env.targets == ["local"]
-    assert (config.weight_sync(), config.placement.mode, config.placement.sleep_level) == ("inproc", "colocated", 0)
-    # the Makefile's second run: Ray, one colocated GPU, vLLM's weight-transfer API over CUDA IPC
+    # as written: Ray, one colocated GPU, vLLM's weight-transfer API over CUDA IPC, engines asleep in the update
+    assert (config.weight_sync(), config.ray.enabled, config.placement.learner_gpus) == ("ipc", True, 1)
+    assert config.placement.sleep_level == 2
+    # the Makefile's first run: one process, whose only vLLM engine is the student's
     makefile = (Path(__file__).parents[3] / "Makefile").read_text()
-    line = next(x for x in makefile.splitlines() if x.startswith("GPU_SMOKE_RAY"))
-    ray_run = load_config("gpu-smoke.yaml", line.split("--set ")[1:])
-    assert (ray_run.weight_sync(), ray_run.ray.enabled, ray_run.placement.learner_gpus) == ("ipc", True, 1)
-    assert ray_run.placement.sleep_level == 2
+    line = next(x for x in makefile.splitlines() if x.startswith("GPU_SMOKE_INPROC"))
+    inproc = load_config("gpu-smoke.yaml", line.split("--set ")[1:])
+    assert (inproc.weight_sync(), inproc.ray.enabled, inproc.objective.name) == ("inproc", False, "grpo")
+    assert inproc.output_dir != config.output_dir
+
+
+VLLM = {"kind": "vllm", "device": "cuda"}
+RAY = {"enabled": True}
+
+
+@pytest.mark.parametrize(
+    ("data", "fields", "remedy"),
+    [
+        # issue 22 item 3: Ray without a placement group gives no actor a GPU
+        ({"backend": VLLM, "ray": RAY}, "placement.learner_gpus", "set placement.learner_gpus"),
+        # ... and three engines at 0.4 on one GPU fail vLLM's free-memory check at the third engine
+        (
+            {"backend": VLLM, "ray": {**RAY, "num_rollout_workers": 2}, "placement": {"learner_gpus": 1}},
+            "GPU 0 would hold 3 vLLM engine(s) x backend.gpu_memory_utilization 0.4",
+            "lower backend.gpu_memory_utilization to 0.33 or less",
+        ),
+        # item 4: one vLLM engine per process (student and teacher), Ray off
+        ({"backend": VLLM}, "ray.enabled false, 2 vLLM engines (1 rollout, 1 teacher)", "set ray.enabled true"),
+        (
+            {"backend": VLLM, "objective": {"name": "grpo"}, "ray": {"num_rollout_workers": 2}},
+            "2 vLLM engines (2 rollout, 0 teacher)",
+            "set ray.enabled true",
+        ),
+        # item 6: tensor parallel engines through the multiprocess client, Ray off
+        (
+            {"backend": {**VLLM, "tensor_parallel_size": 2}, "placement": {"mode": "split"}},
+            "backend.tensor_parallel_size > 1 with ray.enabled false",
+            "set ray.enabled true",
+        ),
+    ],
+)
+def test_gpu_misconfiguration_is_refused_at_load_naming_field_and_remedy(
+    data: dict[str, object], fields: str, remedy: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_from_dict(data)
+    assert fields in caught.value.message and remedy in caught.value.message
+
+
+def test_gpu_memory_check_counts_the_learner_states_of_the_student(tmp_path: Path) -> None:
+    """A 1.7B student's learner states (16 B per parameter, 25.6 GiB) take 0.18 of an H200; with two engines
+    at 0.45 each the GPU is over-committed, with 0.4 it fits, and two learner ranks halve the states."""
+    from trainer.sizing import QWEN3
+
+    student = tmp_path / "student"
+    student.mkdir()
+    (student / "config.json").write_text(json.dumps(QWEN3["Qwen3-1.7B"].hf_config()))
+    one_gpu = {
+        "models": {"student": str(student)},
+        "backend": {**VLLM, "gpu_memory_utilization": 0.45},
+        "ray": RAY,
+        "placement": {"learner_gpus": 1},
+    }
+    with pytest.raises(ConfigError, match=r"learner rank\(s\)' states \(25\.6 GiB of placement\.gpu_memory_gib 139\)"):
+        config_from_dict(one_gpu)
+    config_from_dict({**one_gpu, "backend": {**VLLM, "gpu_memory_utilization": 0.4}})
+    with pytest.raises(ConfigError, match=r"lower backend\.gpu_memory_utilization to 0\.33 or less"):
+        config_from_dict({**one_gpu, "placement": {"learner_gpus": 1, "gpu_memory_gib": 80}})
+    # split: every engine has its own GPU, the learner ranks theirs
+    config_from_dict({**one_gpu, "placement": {"learner_gpus": 1, "mode": "split"}})
+
+
+def test_shipped_gpu_configs_place_every_engine_within_its_gpu() -> None:
+    config = load_config("gpu-vllm.yaml")
+    assert (config.ray.enabled, config.placement.mode, config.placement.learner_gpus) == (True, "colocated", 2)
+    assert config.rollout_workers() == 2

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
+
 import pytest
 
-from trainer.sizing import H200_GIB, HEADROOM, QWEN3, Workload, colocated, smallest, split, table
+from trainer.sizing import (
+    H200_GIB,
+    HEADROOM,
+    QWEN3,
+    ModelShape,
+    Workload,
+    colocated,
+    read_shape,
+    smallest,
+    split,
+    table,
+)
 
 
 @pytest.mark.parametrize(
@@ -38,3 +53,15 @@ def test_smallest_plan_fits_within_headroom() -> None:
 def test_an_8b_learner_does_not_fit_one_gpu_colocated_with_a_32b_teacher() -> None:
     plan = colocated(QWEN3["Qwen3-8B"], QWEN3["Qwen3-32B"], 1, Workload())
     assert plan.kv_cache_gib < 0 or plan.concurrent_sequences < 64
+
+
+def test_shapes_round_trip_through_a_hugging_face_config(tmp_path: Path) -> None:
+    from transformers import AutoConfig
+
+    for name, shape in QWEN3.items():
+        assert ModelShape.from_hf_config(name, shape.hf_config()) == shape
+    config = AutoConfig.for_model(**QWEN3["Qwen3-1.7B"].hf_config())
+    assert (config.model_type, config.num_hidden_layers, config.head_dim) == ("qwen3", 28, 128)
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3["Qwen3-4B"].hf_config()))
+    assert read_shape(tmp_path) == dataclasses.replace(QWEN3["Qwen3-4B"], name=tmp_path.name)
+    assert read_shape(tmp_path / "missing") is None

@@ -10,7 +10,7 @@ import pytest
 
 from trainer.config import PlacementConfig, config_from_dict
 from trainer.workers import RayExecutor
-from trainer.workers.placement import Slot, plan_placement
+from trainer.workers.placement import Slot, gpu_loads, plan_placement
 
 
 def test_no_gpus_means_no_group_and_no_gpu_requests() -> None:
@@ -34,6 +34,16 @@ def test_split_gives_each_role_its_own_bundles() -> None:
     assert plan.bundles == [{"GPU": 1.0}, {"GPU": 1.0}, {"GPU": 1.0}, {"GPU": 2.0}]
     assert plan.learner == [Slot(0, 1.0), Slot(1, 1.0)] and plan.rollout == [Slot(2, 1.0)]
     assert plan.teacher == Slot(3, 2.0)
+
+
+def test_gpu_loads_count_the_engines_and_learner_ranks_sharing_each_gpu() -> None:
+    colocated = plan_placement(PlacementConfig(mode="colocated", learner_gpus=2), rollout_workers=3, teacher=True)
+    assert gpu_loads(colocated) == [(2, 1), (2, 1)]  # rollout 0 and 2 on GPU 0; rollout 1 and the teacher on GPU 1
+    config = PlacementConfig(mode="split", learner_gpus=1, teacher_gpus=2)
+    split = plan_placement(config, rollout_workers=1, teacher=True)
+    assert gpu_loads(split) == [(0, 1), (1, 0), (1, 0)]
+    # no placement group (Ray off): everything on the process's one visible GPU
+    assert gpu_loads(plan_placement(PlacementConfig(), rollout_workers=1, teacher=False)) == [(1, 1)]
 
 
 def test_gpu_placement_needs_ray() -> None:

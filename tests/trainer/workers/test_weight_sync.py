@@ -21,6 +21,7 @@ import pytest
 import torch
 from torch.multiprocessing.reductions import rebuild_tensor
 
+from trainer.backends import vllm as vllm_backend
 from trainer.backends.weight_transfer import WeightExport, merge_ipc_infos
 from trainer.batching import SyncGroups
 from trainer.config import TrainerConfig
@@ -118,8 +119,29 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    monkeypatch.setattr(vllm_backend, "_process_engine", None)
     _BROADCASTS.clear()
     _NCCL_GROUPS.clear()
+
+
+def _as_own_process() -> None:
+    """The next engine stands for one in its own actor process (under Ray every engine is one): vLLM runs
+    one engine per process, and the backend refuses a second in one process."""
+    vllm_backend._process_engine = None
+
+
+class _RecordingExecutor(LocalExecutor):
+    """The local executor, recording (worker class, method, args) of every call in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, tuple[Any, ...]]] = []
+
+    def submit(self, worker: Any, method: str, *args: Any) -> Any:
+        self.calls.append((type(worker).__name__, method, args))
+        return super().submit(worker, method, *args)
+
+    def call(self, worker: Any, method: str, *args: Any) -> Any:
+        return self.submit(worker, method, *args)
 
 
 def _config(alfworld_config: Callable[..., TrainerConfig], server: str, **sections: object) -> TrainerConfig:
@@ -150,25 +172,25 @@ def test_weight_sync_modes_resolve_and_validate(alfworld_config: Callable[..., T
     assert base.weight_sync() == "state_dict"
     vllm = {"kind": "vllm", "device": "cpu"}
     assert _config(alfworld_config, "h:1", backend=vllm).weight_sync() == "inproc"
-    ray = {"enabled": True}
-    assert _config(alfworld_config, "h:1", backend=vllm, ray=ray).weight_sync() == "ipc"
-    split = {"mode": "split"}
+    ray, placed = {"enabled": True}, {"learner_gpus": 1}
+    assert _config(alfworld_config, "h:1", backend=vllm, ray=ray, placement=placed).weight_sync() == "ipc"
+    split = {"mode": "split", "learner_gpus": 1}
     assert _config(alfworld_config, "h:1", backend=vllm, ray=ray, placement=split).weight_sync() == "nccl"
     bad = [
         ({"backend": {"weight_sync": "ipc"}}, "backend.kind to vllm"),
-        ({"backend": {**vllm, "weight_sync": "ipc"}, "placement": split}, "colocated"),
+        ({"backend": {**vllm, "weight_sync": "ipc"}, "placement": {"mode": "split"}}, "colocated"),
         ({"backend": {**vllm, "weight_sync": "nccl"}}, "split"),
-        ({"backend": {**vllm, "weight_sync": "nccl"}, "placement": split}, "ray.enabled"),
+        ({"backend": {**vllm, "weight_sync": "nccl"}, "placement": {"mode": "split"}}, "ray.enabled"),
         ({"backend": {**vllm, "weight_sync": "inproc"}, "ray": ray}, "ray.enabled false"),
         ({"backend": {**vllm, "tensor_parallel_size": 2}, "ray": ray}, "placement.mode split"),
-        # one process, student and teacher engines: vLLM's sleep allocator is process-wide
-        ({"backend": vllm, "objective": {"name": "atod"}}, "sleep_level to 0"),
-        ({"backend": vllm, "ray": {"num_rollout_workers": 2}}, "sleep_level to 0"),
+        # one process, student and teacher engines: vLLM runs one engine per process
+        ({"backend": vllm, "objective": {"name": "atod"}}, "one engine per process"),
+        ({"backend": vllm, "ray": {"num_rollout_workers": 2}}, "one engine per process"),
         (
             {
                 "backend": {**vllm, "tensor_parallel_size": 2},
                 "ray": ray,
-                "placement": {"mode": "split", "learner_gpus": 1, "rollout_gpus": 1},
+                "placement": {**split, "rollout_gpus": 1},
             },
             "rollout_gpus to 2",
         ),
@@ -206,13 +228,23 @@ def test_ipc_sync_follows_vllm_weight_transfer_order_and_wakes_colocated_engines
         alfworld_server,
         backend={"kind": "vllm", "device": "cpu", "weight_sync": "ipc", "weight_bucket_mb": 0.05},
     )
-    group = WorkerGroup(config, [alfworld_server])
+    executor = _RecordingExecutor()
+    group = WorkerGroup(config, [alfworld_server], executor=executor)
     try:
         llm = group.rollout_workers[0].backend.llm
         assert llm.kwargs["weight_transfer_config"] == {"backend": "ipc"} and llm.kwargs["enable_sleep_mode"]
         assert llm.calls == [("init_weight_transfer_engine", {"init_info": {"packed": False}})]
         llm.calls.clear()
+        executor.calls.clear()
         group.sync_weights()
+        # the learner drops its exported copies and empties its CUDA cache before the KV cache wakes
+        memory = [(role, method, args) for role, method, args in executor.calls if method not in _CHUNK_CALLS]
+        assert memory == [
+            ("RolloutWorker", "wake_up", (["weights"],)),
+            ("LearnerWorker", "export_end", ()),
+            ("LearnerWorker", "release_memory", ()),
+            ("RolloutWorker", "wake_up", (["kv_cache"],)),
+        ]
         names = [name for name, _ in llm.calls]
         chunks = names.count("update_weights")
         assert chunks > 1
@@ -228,6 +260,9 @@ def test_ipc_sync_follows_vllm_weight_transfer_order_and_wakes_colocated_engines
         _assert_engine_holds_student_weights(llm, tiny_models.student)
     finally:
         group.close()
+
+
+_CHUNK_CALLS = {"export_begin", "start_weight_update", "export_ipc", "receive_weights", "finish_weight_update"}
 
 
 def test_inproc_sync_hands_bf16_buckets_to_the_engine_in_this_process(
@@ -259,12 +294,15 @@ def test_nccl_sync_announces_each_chunk_that_the_learner_broadcasts(
         alfworld_server,
         backend={"kind": "vllm", "device": "cpu", "weight_bucket_mb": 0.05},
         ray={"enabled": True},
-        placement={"mode": "split"},
+        placement={"mode": "split", "learner_gpus": 1},
     )
     assert config.weight_sync() == "nccl"
     # In-process calls run one after the other (the fakes never block); under Ray the engines'
     # update_weights and the learner's broadcast run concurrently, as NCCL needs.
-    engines = [RolloutWorker(config, alfworld_server) for _ in range(2)]
+    engines = []
+    for _ in range(2):
+        _as_own_process()
+        engines.append(RolloutWorker(config, alfworld_server))
     learner = LearnerWorker(config)
     sync = WeightSync("nccl", LocalExecutor(), [learner], engines, bucket_bytes=50_000, engine_world_size=2)
     sync.connect()
@@ -312,8 +350,17 @@ def test_tensor_parallel_engines_run_their_workers_with_mp_spawned(
     assert (engine.kwargs["tensor_parallel_size"], engine.kwargs["distributed_executor_backend"]) == (2, "mp")
     assert engine.kwargs["weight_transfer_config"] == {"backend": "nccl"} and not engine.kwargs["enable_sleep_mode"]
     assert os.environ["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    _as_own_process()
     teacher = TeacherWorker(config).backend.llm
     assert (teacher.kwargs["tensor_parallel_size"], teacher.kwargs["distributed_executor_backend"]) == (4, "mp")
+
+
+def test_a_second_vllm_engine_in_one_process_is_refused(fake_vllm: None) -> None:
+    from trainer.backends import make_backend
+
+    make_backend("vllm", "runs/models/student")
+    with pytest.raises(RuntimeError, match=r"already started a vLLM engine \(runs/models/student\).*ray.enabled true"):
+        make_backend("vllm", "runs/models/teacher")
 
 
 def test_colocated_driver_step_sleeps_engines_through_the_update(
