@@ -10,8 +10,10 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
+from envhub import telemetry
 from envhub.core.errors import EnvhubError
 from envhub.envs.searchqa import cli as searchqa_cli
+from envhub.telemetry import EXPORTERS, FORMATS, make_provider
 
 DEFAULT_ENV = "scienceworld"
 
@@ -72,6 +74,13 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     p.add_argument("--port-file", default=None, help="write the bound port here once serving (with --port 0)")
     p.add_argument("--replica-id", default="", help="prefix of session ids (default: random)")
+    p.add_argument(
+        "--tracing",
+        choices=("off", *EXPORTERS),
+        default="off",
+        help="OpenTelemetry spans per RPC and worker op: otlp (OTEL_EXPORTER_OTLP_ENDPOINT, default localhost:4317) "
+        "or console; trace ids then appear in the logs (needs envhub[tracing])",
+    )
 
 
 def _client_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,6 +92,7 @@ def _client_arguments(p: argparse.ArgumentParser) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="envhub", description="gRPC servers for text environments")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=FORMATS, default="text", help="json: one JSON object per line")
     sub = parser.add_subparsers(dest="command")
     _serve_parser(sub)
     play = sub.add_parser("play", help="play a task by hand")
@@ -159,7 +169,12 @@ def _serve(args: argparse.Namespace) -> int:
         replica_id=args.replica_id,
     )
     try:
-        asyncio.run(serve(config, port_file=args.port_file))
+        provider = make_provider(args.tracing) if args.tracing != "off" else None
+    except ValueError as error:
+        logging.getLogger("envhub").error("cannot serve: %s", error)
+        return 2
+    try:
+        asyncio.run(serve(config, port_file=args.port_file, tracer_provider=provider))
     except EnvhubError as error:  # an environment failed to start: say why, without a traceback
         logging.getLogger("envhub").error("cannot serve: %s", error.message)
         return 1
@@ -217,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv or ["serve"])
     if args.command is None:
         args = parser.parse_args([*argv, "serve"])
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    telemetry.configure_logs(args.log_level, args.log_format, trace_ids=getattr(args, "tracing", "off") != "off")
     commands = {"serve": _serve, "play": _play, "bench": _bench, "retriever": searchqa_cli.run}
     return commands[args.command](args)
 

@@ -9,6 +9,7 @@ import secrets
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -21,25 +22,24 @@ from envhub.server import requests
 from envhub.server.auth import TokenAuthInterceptor
 from envhub.server.config import ServerConfig
 from envhub.server.metrics import Metrics
+from envhub.server.observe import RpcObserver
 from envhub.server.pool import WorkerPool
-from envhub.server.service import EnvHubService
+from envhub.server.service import SERVICE, SERVICE_NAME, EnvHubService
 from envhub.server.sessions import SessionTable
 from envhub.server.snapshots import SnapshotSigner
+from envhub.server.tracing import Tracing
 from envhub.server.worker_handle import discard_outcome
 from envhub.server.worker_ops import Close
-from envhub.v1 import envhub_pb2
 
 log = logging.getLogger(__name__)
 STREAM_END_GRACE_S = 1.0
 """After a drain: how long open streams get to deliver their DRAINING status before gRPC stops."""
-SERVICE = envhub_pb2.DESCRIPTOR.services_by_name["EnvHub"]
-SERVICE_NAME = SERVICE.full_name
 
 
 class EnvhubServer:
     """A running server: gRPC, workers, reaper, metrics. Stop it with `drain()` or `stop()`."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, *, tracer_provider: Any | None = None) -> None:
         self.config = config
         self.replica_id = config.replica_id or f"r{secrets.token_hex(4)}"
         self.metrics = Metrics()
@@ -47,7 +47,10 @@ class EnvhubServer:
         self.pool = WorkerPool(config.environments, config.workers, self.table, self.metrics, config.environment_config)
         self.health = health_aio.HealthServicer()
         self.metrics_port: int | None = None
-        interceptors = [TokenAuthInterceptor(config.token)] if config.token else []
+        self.tracing = Tracing(tracer_provider)
+        interceptors: list[grpc.aio.ServerInterceptor] = [RpcObserver(self.metrics, self.tracing)]
+        if config.token:  # after the observer, which so counts the calls it refuses
+            interceptors.append(TokenAuthInterceptor(config.token))
         self.grpc = grpc.aio.server(
             interceptors=interceptors,
             options=[
@@ -63,7 +66,7 @@ class EnvhubServer:
         """Start workers, bind, serve; returns the bound port."""
         await self.pool.start()
         signer = SnapshotSigner.from_sources(self.config.snapshot_key_file, self.config.snapshot_accept_key_files)
-        self.service = EnvHubService(self.config, self.pool, self.table, signer, self.metrics)
+        self.service = EnvHubService(self.config, self.pool, self.table, signer, self.metrics, self.tracing)
         self.grpc.add_generic_rpc_handlers((requests.handlers(SERVICE, self.service),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME), self.grpc)
@@ -142,16 +145,17 @@ class EnvhubServer:
         self.metrics.close()
 
 
-async def create_server(config: ServerConfig) -> tuple[EnvhubServer, int]:
-    """Build and start a server (workers included); returns it and its bound port (use port 0 in tests)."""
-    server = EnvhubServer(config)
+async def create_server(config: ServerConfig, *, tracer_provider: Any | None = None) -> tuple[EnvhubServer, int]:
+    """Build and start a server (workers included); returns it and its bound port (use port 0 in tests).
+    With an OpenTelemetry `tracer_provider`, every RPC and worker op makes a span (`envhub.server.tracing`)."""
+    server = EnvhubServer(config, tracer_provider=tracer_provider)
     port = await server.start()
     return server, port
 
 
-async def serve(config: ServerConfig, port_file: str | None = None) -> None:
+async def serve(config: ServerConfig, port_file: str | None = None, *, tracer_provider: Any | None = None) -> None:
     """Run a server until SIGTERM or SIGINT, then drain gracefully; `port_file` receives the bound port."""
-    server, port = await create_server(config)
+    server, port = await create_server(config, tracer_provider=tracer_provider)
     if port_file:
         Path(port_file).write_text(f"{port}\n", encoding="utf-8")
     loop = asyncio.get_running_loop()

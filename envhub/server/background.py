@@ -16,22 +16,22 @@ from envhub.server.config import ServerConfig
 class BackgroundServer:
     """A server started in a background thread; use as a context manager or call `stop()`."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, *, tracer_provider: Any | None = None) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="envhub-server", daemon=True)
         self._thread.start()
         try:
-            self.server, self.port = self.run(create_server(config))
+            self.server, self.port = self.run(create_server(config, tracer_provider=tracer_provider))
         except BaseException:
             self._close_loop()
             raise
         self.target = f"{'localhost' if config.host in ('0.0.0.0', '[::]') else config.host}:{self.port}"
 
     @classmethod
-    def local(cls, *environments: str, **settings: Any) -> BackgroundServer:
+    def local(cls, *environments: str, tracer_provider: Any | None = None, **settings: Any) -> BackgroundServer:
         """A server on a free localhost port with `settings` overriding `ServerConfig` defaults."""
         config = replace(ServerConfig(), environments=environments or ("scienceworld",), port=0, host="localhost")
-        return cls(replace(config, **settings))
+        return cls(replace(config, **settings), tracer_provider=tracer_provider)
 
     def run(self, coroutine: Any) -> Any:
         """Run a coroutine on the server's loop and wait for its result."""

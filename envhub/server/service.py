@@ -33,6 +33,7 @@ from envhub.server.pool import WorkerPool
 from envhub.server.requests import Malformed, RateLimitedLog
 from envhub.server.sessions import SessionRecord, SessionTable
 from envhub.server.snapshots import SnapshotSigner
+from envhub.server.tracing import Tracing
 from envhub.server.worker_handle import Worker, discard_outcome
 from envhub.v1 import envhub_pb2 as pb
 
@@ -43,6 +44,8 @@ MAX_PAGE_SIZE = 1000
 MAX_REQUEST_ID_BYTES = 128
 MAX_BATCH_STEPS = 4096
 """Most steps one StepBatch may carry (a rollout turn of 4x the papers' 1,024 episodes)."""
+SERVICE = pb.DESCRIPTOR.services_by_name["EnvHub"]
+SERVICE_NAME = SERVICE.full_name
 _PAGE_TOKEN = re.compile(r"[1-9][0-9]{0,9}")
 """What this server issues as `next_page_token`: a positive decimal offset, ASCII, no padding."""
 
@@ -76,13 +79,20 @@ class EnvHubService:
     """Implements envhub.v1.EnvHub over a `WorkerPool` and a `SessionTable`."""
 
     def __init__(
-        self, config: ServerConfig, pool: WorkerPool, table: SessionTable, signer: SnapshotSigner, metrics: Metrics
+        self,
+        config: ServerConfig,
+        pool: WorkerPool,
+        table: SessionTable,
+        signer: SnapshotSigner,
+        metrics: Metrics,
+        tracing: Tracing | None = None,
     ) -> None:
         self._config = config
         self._pool = pool
         self._table = table
         self._signer = signer
         self._metrics = metrics
+        self._tracing = tracing or Tracing()
         self._malformed_log = RateLimitedLog()
         self._draining = False
         self._in_flight = 0
@@ -159,7 +169,8 @@ class EnvHubService:
         if remaining is not None and remaining <= 0:
             raise errors.EnvhubError(grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed", "DEADLINE_EXCEEDED")
         try:
-            return await asyncio.wait_for(worker.call(op), remaining)
+            with self._tracing.op(type(op).__name__, worker.name, worker.index):
+                return await asyncio.wait_for(worker.call(op), remaining)
         except TimeoutError as exc:
             raise errors.EnvhubError(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -440,6 +451,7 @@ class EnvHubService:
     async def _stream_call(self, request: pb.SessionStreamRequest, context: Context) -> pb.SessionStreamResponse:
         response = pb.SessionStreamResponse(call_id=request.call_id)
         call = request.WhichOneof("call")
+        started, code = time.perf_counter(), grpc.StatusCode.OK
         bodies: dict[str, Callable[[Any, Context], Coroutine[Any, Any, Message]]] = {
             "create": self._create,
             "reset": self._reset,
@@ -457,6 +469,8 @@ class EnvHubService:
         except errors.EnvhubError as exc:
             self._metrics.error(f"SessionStream.{call}", exc.code)
             response.error.CopyFrom(to_rpc_status(exc))
+            code = exc.code
+        self._metrics.rpc(SERVICE_NAME, f"SessionStream.{call}", code, time.perf_counter() - started)
         return response
 
     async def SessionStream(self, request_iterator: AsyncIterator[Any], context: Context) -> AsyncIterator[Any]:

@@ -59,3 +59,11 @@ def test_panels_are_complete_and_use_only_defined_variables() -> None:
         text = json.dumps(panel["targets"])
         used = {a or b for a, b in VARIABLE.findall(text)} - {"__rate_interval", "__range"}
         assert used <= defined, f"panel {panel['title']!r} uses undefined {used - defined}"
+
+
+def test_rpc_panels_show_an_error_ratio_and_p99_latency_by_method() -> None:
+    exprs = expressions()
+    ratios = [e for e in exprs if e.count("envhub_rpc_requests_total") == 2 and 'code!="OK"' in e and " / " in e]
+    p99 = [e for e in exprs if e.startswith("histogram_quantile(0.99") and "envhub_rpc_latency_seconds_bucket" in e]
+    assert ratios and all("by (method)" in e for e in ratios)
+    assert p99 and all("by (le, method)" in e for e in p99)

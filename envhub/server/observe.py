@@ -1,0 +1,108 @@
+"""`RpcObserver`: every RPC counted and timed by method and status code, and traced when tracing is on.
+
+It is the server's outermost interceptor, so each call is seen with the code it ended with:
+refused by the token check (UNAUTHENTICATED), aborted by the service with its rich status,
+cancelled by the client, or OK. A unary call is timed to its answer, a SessionStream from open
+to close; the calls inside a stream are observed one by one by the service, as method
+`SessionStream.<call>` (`Metrics.rpc`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, TypeAlias
+
+import grpc
+import grpc.aio
+
+from envhub.server.metrics import Metrics
+from envhub.server.tracing import Tracing
+
+Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+
+
+class RpcObserver(grpc.aio.ServerInterceptor):
+    """Per-RPC request counts, latency histograms and (opt-in) spans."""
+
+    def __init__(self, metrics: Metrics, tracing: Tracing) -> None:
+        self._metrics = metrics
+        self._tracing = tracing
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:  # an unknown method: gRPC answers UNIMPLEMENTED itself
+            return handler
+        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        make = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }[(handler.request_streaming, handler.response_streaming)]
+        behaviour = handler.stream_stream or handler.unary_stream or handler.stream_unary or handler.unary_unary
+        observed = self._wrap(behaviour, service, method)
+        if observed is None:  # a synchronous behaviour (none of ours): leave it as it is
+            return handler
+        return make(
+            observed,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _wrap(self, behaviour: Any, service: str, method: str) -> Any | None:
+        if inspect.isasyncgenfunction(behaviour):
+
+            async def streamed(request: Any, context: Context) -> AsyncIterator[Any]:
+                with self._observing(service, method, context):
+                    async for response in behaviour(request, context):
+                        yield response
+
+            return streamed
+        if inspect.iscoroutinefunction(behaviour):
+
+            async def answered(request: Any, context: Context) -> Any:
+                with self._observing(service, method, context):
+                    return await behaviour(request, context)
+
+            return answered
+        return None
+
+    @contextlib.contextmanager
+    def _observing(self, service: str, method: str, context: Context) -> Iterator[None]:
+        started = time.perf_counter()
+        code = grpc.StatusCode.OK
+        with self._tracing.rpc(service, method, context.invocation_metadata()) as span:
+            try:
+                yield
+                code = _code(context) or grpc.StatusCode.OK
+            except asyncio.CancelledError:
+                code = grpc.StatusCode.CANCELLED
+                raise
+            except grpc.aio.AbortError:
+                code = _code(context) or grpc.StatusCode.UNKNOWN
+                raise
+            except Exception:
+                code = grpc.StatusCode.UNKNOWN
+                raise
+            finally:
+                self._tracing.finish(span, code)
+                self._metrics.rpc(service, method, code, time.perf_counter() - started)
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def _code(context: Context) -> grpc.StatusCode | None:
+    """The status code the handler set or aborted with (aio contexts report it as a StatusCode or an int)."""
+    code = context.code()
+    if code is None or isinstance(code, grpc.StatusCode):
+        return code
+    return _CODES.get(int(code), grpc.StatusCode.UNKNOWN)
