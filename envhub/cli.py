@@ -8,12 +8,16 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from envhub import telemetry
 from envhub.core.errors import EnvhubError
 from envhub.envs.searchqa import cli as searchqa_cli
 from envhub.telemetry import EXPORTERS, FORMATS, make_provider
+
+if TYPE_CHECKING:
+    from envhub.server.config import ServerConfig
 
 DEFAULT_ENV = "scienceworld"
 
@@ -65,6 +69,17 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--token-file", default=None, help="file with a shared token (or set ENVHUB_TOKEN)")
     p.add_argument("--tls-cert", default=None, help="PEM certificate chain (with --tls-key)")
     p.add_argument("--tls-key", default=None, help="PEM private key")
+    p.add_argument(
+        "--tls-client-ca",
+        default=None,
+        help="PEM CA: mutual TLS, every client must present a certificate it signed (with --tls-cert/--tls-key)",
+    )
+    p.add_argument(
+        "--tenants-file",
+        default=None,
+        help="YAML of tenants: tokens and client-certificate names per tenant, session quotas (reloaded on SIGHUP; "
+        "instead of --token-file)",
+    )
     p.add_argument("--snapshot-key-file", default=None, help="HMAC key shared by replicas (or ENVHUB_SNAPSHOT_KEY)")
     p.add_argument(
         "--snapshot-accept-key-file",
@@ -137,16 +152,38 @@ def _token(path: str | None) -> str | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from envhub.server import ServerConfig, serve
+    from envhub.server import serve
     from envhub.server.env_config import environment_config
+    from envhub.server.tenants import load
 
     environments = tuple(args.env or [DEFAULT_ENV])
     try:
-        settings = environment_config(environments, args.env_config, args.set)
-    except ValueError as error:  # a bad --env, --env-config or --set: say which, without a traceback
+        config = _server_config(args, environments, environment_config(environments, args.env_config, args.set))
+        if config.tenants_file:
+            load(config.tenants_file)
+    except ValueError as error:  # a bad --env, --env-config, --set, flag or tenants file: say which, no traceback
         logging.getLogger("envhub").error("cannot serve: %s", error)
         return 2
-    config = ServerConfig(
+    try:
+        provider = make_provider(args.tracing) if args.tracing != "off" else None
+    except ValueError as error:
+        logging.getLogger("envhub").error("cannot serve: %s", error)
+        return 2
+    try:
+        asyncio.run(serve(config, port_file=args.port_file, tracer_provider=provider))
+    except EnvhubError as error:  # an environment failed to start: say why, without a traceback
+        logging.getLogger("envhub").error("cannot serve: %s", error.message)
+        return 1
+    return 0
+
+
+def _server_config(
+    args: argparse.Namespace, environments: tuple[str, ...], settings: Mapping[str, Mapping[str, Any]]
+) -> ServerConfig:
+    """The server settings the `serve` flags give; ValueError names a contradiction."""
+    from envhub.server import ServerConfig
+
+    return ServerConfig(
         environments=environments,
         environment_config=settings,
         host=args.host,
@@ -161,24 +198,15 @@ def _serve(args: argparse.Namespace) -> int:
         drain_migrate_s=args.drain_migrate,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
-        token=_token(args.token_file),
+        token=_token(args.token_file) if args.token_file or not args.tenants_file else None,
         tls_cert_file=args.tls_cert,
         tls_key_file=args.tls_key,
+        tls_client_ca_file=args.tls_client_ca,
+        tenants_file=args.tenants_file,
         snapshot_key_file=args.snapshot_key_file,
         snapshot_accept_key_files=tuple(args.snapshot_accept_key_file),
         replica_id=args.replica_id,
     )
-    try:
-        provider = make_provider(args.tracing) if args.tracing != "off" else None
-    except ValueError as error:
-        logging.getLogger("envhub").error("cannot serve: %s", error)
-        return 2
-    try:
-        asyncio.run(serve(config, port_file=args.port_file, tracer_provider=provider))
-    except EnvhubError as error:  # an environment failed to start: say why, without a traceback
-        logging.getLogger("envhub").error("cannot serve: %s", error.message)
-        return 1
-    return 0
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ Every failure raises `envhub.core.errors.EnvhubError` (code, message, reason, me
 """
 
 from envhub.client.aio import AsyncEnvhubClient
+from envhub.client.channel import MutualTls
 from envhub.client.pool import EnvhubPool
 from envhub.client.retry import RetryPolicy
 from envhub.client.sync import EnvhubClient
@@ -28,6 +29,7 @@ __all__ = [
     "EnvhubError",
     "EnvhubPool",
     "EnvironmentInfo",
+    "MutualTls",
     "Observation",
     "RetryPolicy",
     "SessionStart",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,31 @@ OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 ]
 
-Tls = bool | str | bytes | None
-"""None/False: plaintext; True: TLS with the system roots; str: a CA file path; bytes: CA PEM."""
+
+def _pem(source: str | bytes) -> bytes:
+    """PEM bytes as given, or read from the file a str names."""
+    return source if isinstance(source, bytes) else Path(source).read_bytes()
+
+
+@dataclass(frozen=True)
+class MutualTls:
+    """TLS with a client certificate, for a server started with `--tls-client-ca` (mutual TLS).
+
+    Each field is PEM bytes or the path of a PEM file. The certificate's names (subject CN, DNS
+    SANs) may identify a tenant of the server's tenants file.
+    """
+
+    certificate: str | bytes
+    """The client's certificate chain."""
+    key: str | bytes
+    """The client certificate's private key."""
+    roots: str | bytes | None = None
+    """The CA that signed the server's certificate (None: the system roots)."""
+
+
+Tls = bool | str | bytes | MutualTls | None
+"""None/False: plaintext; True: TLS with the system roots; str: a CA file path; bytes: CA PEM;
+`MutualTls`: TLS with a client certificate."""
 
 
 def credentials(tls: Tls) -> grpc.ChannelCredentials | None:
@@ -23,8 +47,10 @@ def credentials(tls: Tls) -> grpc.ChannelCredentials | None:
         return None
     if tls is True:
         return grpc.ssl_channel_credentials()
-    roots = tls if isinstance(tls, bytes) else Path(tls).read_bytes()
-    return grpc.ssl_channel_credentials(root_certificates=roots)
+    if isinstance(tls, MutualTls):
+        roots = None if tls.roots is None else _pem(tls.roots)
+        return grpc.ssl_channel_credentials(roots, _pem(tls.key), _pem(tls.certificate))
+    return grpc.ssl_channel_credentials(root_certificates=_pem(tls))
 
 
 def call_metadata(token: str | None) -> tuple[tuple[str, str], ...]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import secrets
 import signal
@@ -19,7 +18,7 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
 from envhub.server import requests
-from envhub.server.auth import TokenAuthInterceptor
+from envhub.server.auth import AuthInterceptor
 from envhub.server.config import ServerConfig
 from envhub.server.metrics import Metrics
 from envhub.server.observe import RpcObserver
@@ -28,12 +27,25 @@ from envhub.server.service import SERVICE, SERVICE_NAME, EnvHubService
 from envhub.server.sessions import SessionTable
 from envhub.server.snapshots import SnapshotSigner
 from envhub.server.tracing import Tracing
+from envhub.server.tenants import Tenants
 from envhub.server.worker_handle import discard_outcome
 from envhub.server.worker_ops import Close
 
 log = logging.getLogger(__name__)
 STREAM_END_GRACE_S = 1.0
 """After a drain: how long open streams get to deliver their DRAINING status before gRPC stops."""
+
+
+def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    """TLS credentials of the server (None: plaintext); with `tls_client_ca_file`, mutual TLS: every
+    client must present a certificate that CA signed."""
+    if not (config.tls_cert_file and config.tls_key_file):
+        return None
+    chain = [(Path(config.tls_key_file).read_bytes(), Path(config.tls_cert_file).read_bytes())]
+    if config.tls_client_ca_file is None:
+        return grpc.ssl_server_credentials(chain)
+    roots = Path(config.tls_client_ca_file).read_bytes()
+    return grpc.ssl_server_credentials(chain, root_certificates=roots, require_client_auth=True)
 
 
 class EnvhubServer:
@@ -48,9 +60,10 @@ class EnvhubServer:
         self.health = health_aio.HealthServicer()
         self.metrics_port: int | None = None
         self.tracing = Tracing(tracer_provider)
+        self.tenants = Tenants.configured(config.tenants_file, config.token)
         interceptors: list[grpc.aio.ServerInterceptor] = [RpcObserver(self.metrics, self.tracing)]
-        if config.token:  # after the observer, which so counts the calls it refuses
-            interceptors.append(TokenAuthInterceptor(config.token))
+        if not self.tenants.open:  # after the observer, which so counts the calls it refuses
+            interceptors.append(AuthInterceptor(self.tenants))
         self.grpc = grpc.aio.server(
             interceptors=interceptors,
             options=[
@@ -66,20 +79,18 @@ class EnvhubServer:
         """Start workers, bind, serve; returns the bound port."""
         await self.pool.start()
         signer = SnapshotSigner.from_sources(self.config.snapshot_key_file, self.config.snapshot_accept_key_files)
-        self.service = EnvHubService(self.config, self.pool, self.table, signer, self.metrics, self.tracing)
+        self.service = EnvHubService(
+            self.config, self.pool, self.table, signer, self.metrics, self.tenants, self.tracing
+        )
         self.grpc.add_generic_rpc_handlers((requests.handlers(SERVICE, self.service),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE, reflection.SERVICE_NAME), self.grpc)
         address = f"{self.config.host}:{self.config.port}"
-        if self.config.tls_cert_file and self.config.tls_key_file:
-            credentials = grpc.ssl_server_credentials(
-                [(Path(self.config.tls_key_file).read_bytes(), Path(self.config.tls_cert_file).read_bytes())]
-            )
-            port = self.grpc.add_secure_port(address, credentials)
-        else:
-            port = self.grpc.add_insecure_port(address)
-        for environment in self.pool.catalogs:
-            self.metrics.track_sessions(environment, functools.partial(self.table.count, environment))
+        credentials = _credentials(self.config)
+        port = self.grpc.add_secure_port(address, credentials) if credentials else self.grpc.add_insecure_port(address)
+        self.metrics.track_sessions(
+            self.pool.catalogs, lambda: [tenant.name for tenant in self.tenants.directory.tenants], self.table.counts
+        )
         if self.config.metrics_port is not None:
             self.metrics_port = self.metrics.serve(self.config.metrics_host, self.config.metrics_port)
         await self.grpc.start()
@@ -162,6 +173,7 @@ async def serve(config: ServerConfig, port_file: str | None = None, *, tracer_pr
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, server.tenants.reload)  # sessions stay as they are
     await stop.wait()
     await server.drain()
     log.info("envhub replica %s stopped", server.replica_id)

@@ -1,9 +1,16 @@
-"""Shared-token authentication: a server interceptor checking `authorization: Bearer <token>`."""
+"""Authentication: every call but health checks is made by a known tenant (`envhub.server.tenants`).
+
+`AuthInterceptor` wraps each handler so that, before it runs, the caller is identified from its
+`authorization: Bearer <token>` metadata or its verified client certificate (both need the
+call's context, which a gRPC interceptor alone does not see); an unknown caller is refused with
+UNAUTHENTICATED (MISSING_OR_BAD_TOKEN) and the handler never runs. The service asks `caller()`
+for the tenant of each call.
+"""
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Awaitable, Callable
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -11,23 +18,41 @@ import grpc.aio
 
 from envhub.core import errors
 from envhub.core.status import to_status
+from envhub.server.tenants import Tenant, Tenants
 
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
-"""Methods callable without a token (load balancer and kubelet probes cannot send one)."""
+"""Methods callable without credentials (load balancer and kubelet probes cannot send them)."""
+_BEARER = b"Bearer "
 
 
-class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
-    """Refuses calls without the shared token with UNAUTHENTICATED."""
+def _token(context: grpc.aio.ServicerContext[Any, Any]) -> bytes | None:
+    """The bearer token of the call (b"" for an `authorization` value of another form), None without one."""
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            given = value.encode() if isinstance(value, str) else value
+            return given[len(_BEARER) :] if given.startswith(_BEARER) else b""
+    return None
 
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
 
-    def _authorized(self, details: grpc.HandlerCallDetails) -> bool:
-        for key, value in details.invocation_metadata or ():
-            if key == "authorization":
-                given = value.encode() if isinstance(value, str) else value
-                return hmac.compare_digest(given, self._expected)
-        return False
+def caller(tenants: Tenants, context: grpc.aio.ServicerContext[Any, Any]) -> Tenant:
+    """The tenant making the call; UNAUTHENTICATED (MISSING_OR_BAD_TOKEN) when its credentials name none."""
+    names = [name.decode() for name in context.peer_identities() or ()]
+    tenant = tenants.directory.identify(_token(context), names)
+    if tenant is None:
+        raise errors.EnvhubError(
+            grpc.StatusCode.UNAUTHENTICATED,
+            "this server needs metadata 'authorization: Bearer <token>' with a token it knows, or a client "
+            "certificate its tenants file names (envhub client: token=... or tls=MutualTls(...))",
+            "MISSING_OR_BAD_TOKEN",
+        )
+    return tenant
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Refuses calls of unknown callers with UNAUTHENTICATED before their handler runs."""
+
+    def __init__(self, tenants: Tenants) -> None:
+        self._tenants = tenants
 
     async def intercept_service(
         self,
@@ -37,32 +62,35 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(EXEMPT_PREFIXES):
             return handler
-        if self._authorized(handler_call_details):
-            return handler
-        return _denying(handler)
+        return _guarded(handler, self._tenants)
 
 
-def _denying(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """A handler of the same shape as `handler` that aborts with UNAUTHENTICATED."""
-    status = to_status(
-        errors.EnvhubError(
-            grpc.StatusCode.UNAUTHENTICATED,
-            "this server needs metadata 'authorization: Bearer <token>' (envhub client: token=...)",
-            "MISSING_OR_BAD_TOKEN",
-        )
+async def _admit(tenants: Tenants, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    try:
+        caller(tenants, context)
+    except errors.EnvhubError as error:
+        await context.abort_with_status(to_status(error))
+
+
+def _guarded(handler: grpc.RpcMethodHandler, tenants: Tenants) -> grpc.RpcMethodHandler:
+    """`handler` with its behaviour run only for a known caller."""
+    field = (
+        ("stream" if handler.request_streaming else "unary")
+        + "_"
+        + ("stream" if handler.response_streaming else "unary")
     )
+    behaviour = getattr(handler, field)
+    if inspect.isasyncgenfunction(behaviour):
 
-    async def deny(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        await context.abort_with_status(status)
+        async def answers(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            await _admit(tenants, context)
+            async for response in behaviour(request, context):
+                yield response
 
-    kwargs = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(deny, **kwargs)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(deny, **kwargs)
-    if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(deny, **kwargs)
-    return grpc.unary_unary_rpc_method_handler(deny, **kwargs)
+        return handler._replace(**{field: answers})
+
+    async def answer(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        await _admit(tenants, context)
+        return await behaviour(request, context)
+
+    return handler._replace(**{field: answer})

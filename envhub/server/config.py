@@ -46,10 +46,16 @@ class ServerConfig:
     """Address the metrics endpoint binds."""
     token: str | None = None
     """Shared token: when set, calls need metadata `authorization: Bearer <token>` (health is exempt)."""
+    tenants_file: str | None = None
+    """YAML file of tenants (tokens, client-certificate names, session quotas; `envhub.server.tenants`),
+    read again on SIGHUP; instead of `token`."""
     tls_cert_file: str | None = None
     """PEM certificate chain; with `tls_key_file`, the server speaks TLS."""
     tls_key_file: str | None = None
     """PEM private key for `tls_cert_file`."""
+    tls_client_ca_file: str | None = None
+    """PEM CA certificate(s): with it, mutual TLS: clients must present a certificate signed by it (its
+    names can identify a tenant of `tenants_file`)."""
     snapshot_key_file: str | None = None
     """File holding the snapshot HMAC signing key shared by replicas (else ENVHUB_SNAPSHOT_KEY, else random)."""
     snapshot_accept_key_files: tuple[str, ...] = ()
@@ -68,6 +74,10 @@ class ServerConfig:
             raise ValueError("drain_grace_s, drain_migrate_s and lost_ttl_s must be at least 0 seconds")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("TLS needs both a certificate file and a key file")
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError("client certificates (mutual TLS) need the server's own TLS certificate and key")
+        if self.token and self.tenants_file:
+            raise ValueError("give a shared token or a tenants file, not both (a tenants file can hold that token)")
         stray = sorted(set(self.environment_config) - set(self.environments))
         if stray:
             raise ValueError(f"configuration given for environment(s) not served: {stray}")

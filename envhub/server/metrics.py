@@ -3,25 +3,47 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from wsgiref.simple_server import WSGIServer
 
 import grpc
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _RPC_BUCKETS = (*_LATENCY_BUCKETS, 10.0, 30.0, 60.0)
 """Also the slow calls: a ScienceWorld reset can take 9 s, an ALFWorld create with a new game more."""
 
 
+class _Sessions(Collector):
+    """`envhub_sessions{environment, tenant}`, read from the session table at every scrape: every
+    environment with every tenant named (0 included) and every tenant holding sessions."""
+
+    def __init__(self) -> None:
+        self.environments: tuple[str, ...] = ()
+        self.tenants: Callable[[], Iterable[str]] = tuple
+        self.counts: Callable[[], Mapping[tuple[str, str], int]] = dict
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("envhub_sessions", "Live sessions", labels=["environment", "tenant"])
+        counts = dict(self.counts())
+        pairs = {(environment, tenant) for environment in self.environments for tenant in self.tenants()}
+        for environment, tenant in sorted(pairs | set(counts)):
+            family.add_metric([environment, tenant], counts.get((environment, tenant), 0))
+        yield family
+
+
 class Metrics:
     """Sessions gauge, steps counter (rate() gives steps/s), step latency, errors by code, and every RPC
-    counted and timed by service, method and status code (`envhub.server.observe.RpcObserver`)."""
+    counted and timed by service, method and status code (`envhub.server.observe.RpcObserver`); sessions,
+    steps and errors are labelled with the tenant that owns or made them ("" for unknown callers)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.sessions = Gauge("envhub_sessions", "Live sessions", ["environment"], registry=self.registry)
-        self.steps = Counter("envhub_steps", "Steps served", ["environment"], registry=self.registry)
+        self.sessions = _Sessions()
+        self.registry.register(self.sessions)
+        self.steps = Counter("envhub_steps", "Steps served", ["environment", "tenant"], registry=self.registry)
         self.step_latency = Histogram(
             "envhub_step_latency_seconds",
             "Step latency inside the server (worker round trip)",
@@ -29,7 +51,7 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.errors = Counter("envhub_errors", "Failed calls", ["method", "code"], registry=self.registry)
+        self.errors = Counter("envhub_errors", "Failed calls", ["method", "code", "tenant"], registry=self.registry)
         self.rpc_requests = Counter(
             "envhub_rpc_requests",
             "RPCs handled, by service, method and status code (SessionStream.<call>: one call inside a stream)",
@@ -48,12 +70,17 @@ class Metrics:
         )
         self._http: tuple[WSGIServer, threading.Thread] | None = None
 
-    def track_sessions(self, environment: str, count: Callable[[], int]) -> None:
-        """Report `count()` as the live sessions of `environment` at every scrape."""
-        self.sessions.labels(environment).set_function(count)
+    def track_sessions(
+        self,
+        environments: Iterable[str],
+        tenants: Callable[[], Iterable[str]],
+        counts: Callable[[], Mapping[tuple[str, str], int]],
+    ) -> None:
+        """Report `counts()` ((environment, tenant) -> live sessions) at every scrape."""
+        self.sessions.environments, self.sessions.tenants, self.sessions.counts = tuple(environments), tenants, counts
 
-    def error(self, method: str, code: grpc.StatusCode) -> None:
-        self.errors.labels(method, code.name).inc()
+    def error(self, method: str, code: grpc.StatusCode, tenant: str) -> None:
+        self.errors.labels(method, code.name, tenant).inc()
 
     def rpc(self, service: str, method: str, code: grpc.StatusCode, seconds: float) -> None:
         """Count and time one RPC (or one call inside a SessionStream)."""

@@ -26,6 +26,7 @@ from envhub.core.environment import TaskSpec
 from envhub.core.status import STREAM_ADMITTED, to_rpc_status, to_status
 from envhub.server import convert
 from envhub.server import worker_ops as ops
+from envhub.server.auth import caller
 from envhub.server.catalog import Catalog
 from envhub.server.config import ServerConfig
 from envhub.server.metrics import Metrics
@@ -33,6 +34,7 @@ from envhub.server.pool import WorkerPool
 from envhub.server.requests import Malformed, RateLimitedLog
 from envhub.server.sessions import SessionRecord, SessionTable
 from envhub.server.snapshots import SnapshotSigner
+from envhub.server.tenants import Tenant, Tenants
 from envhub.server.tracing import Tracing
 from envhub.server.worker_handle import Worker, discard_outcome
 from envhub.v1 import envhub_pb2 as pb
@@ -85,9 +87,11 @@ class EnvHubService:
         table: SessionTable,
         signer: SnapshotSigner,
         metrics: Metrics,
+        tenants: Tenants,
         tracing: Tracing | None = None,
     ) -> None:
         self._config = config
+        self._tenants = tenants
         self._pool = pool
         self._table = table
         self._signer = signer
@@ -155,11 +159,14 @@ class EnvHubService:
         finally:
             self._leave()
 
+    def _caller(self, context: Context) -> Tenant:
+        return caller(self._tenants, context)
+
     async def _unary(self, method: str, body: Coroutine[Any, Any, T], context: Context) -> T:
         try:
             return await body
         except errors.EnvhubError as exc:
-            self._metrics.error(method, exc.code)
+            self._metrics.error(method, exc.code, self._tenant_label(context))
             await context.abort_with_status(to_status(exc))
             raise  # abort_with_status raises; this line only satisfies the type checker
 
@@ -178,9 +185,16 @@ class EnvHubService:
                 "DEADLINE_EXCEEDED",
             ) from exc
 
+    def _tenant_label(self, context: Context) -> str:
+        """The caller's tenant for a metrics label ("" when its credentials name none)."""
+        try:
+            return self._caller(context).name
+        except errors.EnvhubError:
+            return ""
+
     async def _on_session(self, context: Context, session_id: str, op: ops.Op[T]) -> T:
-        """A worker call on a live session, keeping its idle clock and in-flight count."""
-        record = self._table.get(session_id)
+        """A worker call on a live session of the caller, keeping its idle clock and in-flight count."""
+        record = self._table.get(session_id, self._caller(context).name)
         record.in_flight += 1
         try:
             return await self._call(context, record.worker, op)
@@ -191,8 +205,9 @@ class EnvHubService:
     async def _start_sessions(
         self, context: Context, environment: str, worker: Worker, ids: list[str], op: ops.Op[T]
     ) -> T:
-        """A worker call creating sessions `ids`; on any failure they are forgotten and closed."""
-        records = [self._table.add(session_id, environment, worker) for session_id in ids]
+        """A worker call creating sessions `ids` of the caller; on any failure they are forgotten and closed."""
+        tenant = self._caller(context).name
+        records = [self._table.add(session_id, environment, worker, tenant) for session_id in ids]
         for record in records:
             record.in_flight += 1  # not idle while being created
         try:
@@ -244,7 +259,7 @@ class EnvHubService:
     async def _create(self, request: pb.CreateSessionRequest, context: Context) -> pb.CreateSessionResponse:
         catalog = self._pool.catalog(request.environment)
         spec = _resolve(catalog, request.task)
-        [session_id] = self._table.new_ids(1)
+        [session_id] = self._table.new_ids(1, self._caller(context))
         worker = self._pool.place(request.environment)
         op = ops.Create(
             session_id,
@@ -262,7 +277,7 @@ class EnvHubService:
         )
 
     async def _reset(self, request: pb.ResetSessionRequest, context: Context) -> pb.ResetSessionResponse:
-        catalog = self._pool.catalog(self._table.get(request.session_id).environment)
+        catalog = self._pool.catalog(self._table.get(request.session_id, self._caller(context).name).environment)
         task_id = _resolve(catalog, request.task).task_id if request.HasField("task") else None
         seed = request.seed if request.HasField("seed") else None
         op = ops.Reset(
@@ -287,11 +302,11 @@ class EnvHubService:
 
     async def _step(self, request: pb.StepRequest, context: Context) -> pb.StepResponse:
         op = self._step_op(request)
-        environment = self._table.get(request.session_id).environment
+        record = self._table.get(request.session_id, self._caller(context).name)
         started = time.perf_counter()
         outcome = await self._on_session(context, request.session_id, op)
-        self._metrics.step_latency.labels(environment).observe(time.perf_counter() - started)
-        self._metrics.steps.labels(environment).inc()
+        self._metrics.step_latency.labels(record.environment).observe(time.perf_counter() - started)
+        self._metrics.steps.labels(record.environment, record.tenant).inc()
         return pb.StepResponse(result=convert.step_result(outcome.step, outcome.admissible))
 
     async def _step_batch(self, request: pb.StepBatchRequest, context: Context) -> pb.StepBatchResponse:
@@ -302,15 +317,16 @@ class EnvHubService:
                 "BATCH_TOO_LARGE",
                 max_batch_steps=str(MAX_BATCH_STEPS),
             )
+        tenant = self._caller(context).name
         response = pb.StepBatchResponse()
         entries = [response.results.add() for _ in request.steps]
         groups: dict[int, tuple[Worker, list[int], list[ops.Step], list[SessionRecord]]] = {}
         for index, step in enumerate(request.steps):
             try:
                 op = self._step_op(step)
-                record = self._table.get(step.session_id)
+                record = self._table.get(step.session_id, tenant)
             except errors.EnvhubError as exc:
-                self._batch_error(entries[index], exc)
+                self._batch_error(entries[index], exc, tenant)
                 continue
             _, positions, steps, records = groups.setdefault(id(record.worker), (record.worker, [], [], []))
             positions.append(index)
@@ -344,22 +360,23 @@ class EnvHubService:
         elapsed = time.perf_counter() - started
         for position, record, reply in zip(positions, records, replies, strict=True):
             if reply.error is not None:
-                self._batch_error(entries[position], reply.error)
+                self._batch_error(entries[position], reply.error, record.tenant)
                 continue
             outcome: ops.StepOutcome = reply.value
             entries[position].result.CopyFrom(convert.step_result(outcome.step, outcome.admissible))
             self._metrics.step_latency.labels(record.environment).observe(elapsed)
-            self._metrics.steps.labels(record.environment).inc()
+            self._metrics.steps.labels(record.environment, record.tenant).inc()
 
-    def _batch_error(self, entry: pb.StepBatchEntry, error: errors.EnvhubError) -> None:
-        self._metrics.error("StepBatch.step", error.code)
+    def _batch_error(self, entry: pb.StepBatchEntry, error: errors.EnvhubError, tenant: str) -> None:
+        self._metrics.error("StepBatch.step", error.code, tenant)
         entry.error.CopyFrom(to_rpc_status(error))
 
     async def _close(self, request: pb.CloseSessionRequest, context: Context) -> pb.CloseSessionResponse:
-        if self._table.lost(request.session_id):  # already gone with its worker: forget its tombstone
+        tenant = self._caller(context).name
+        if self._table.lost(request.session_id, tenant):  # already gone with its worker: forget its tombstone
             self._table.drop(request.session_id)
             return pb.CloseSessionResponse()
-        record = self._table.get(request.session_id)
+        record = self._table.get(request.session_id, tenant)
         self._table.drop(request.session_id)
         await self._call(context, record.worker, ops.Close(request.session_id))
         return pb.CloseSessionResponse()
@@ -381,7 +398,7 @@ class EnvHubService:
         state = self._signer.verify(request.snapshot)
         catalog = self._pool.catalog(state.environment)
         spec = catalog.task(state.task_id)
-        [session_id] = self._table.new_ids(1)
+        [session_id] = self._table.new_ids(1, self._caller(context))
         worker = self._pool.place(state.environment)
         op = ops.Restore(session_id, state, request.include_admissible_actions)
         view = await self._start_sessions(context, state.environment, worker, [session_id], op)
@@ -396,8 +413,9 @@ class EnvHubService:
             raise errors.invalid_argument(
                 f"count must be between 1 and {self._config.max_fork}, not {request.count}", "BAD_FORK_COUNT"
             )
-        record = self._table.get(request.session_id)
-        ids = self._table.new_ids(request.count)
+        tenant = self._caller(context)
+        record = self._table.get(request.session_id, tenant.name)
+        ids = self._table.new_ids(request.count, tenant)
         record.last_used = time.monotonic()
         op = ops.Fork(request.session_id, tuple(ids))
         await self._start_sessions(context, record.environment, record.worker, ids, op)
@@ -467,7 +485,7 @@ class EnvHubService:
             finally:
                 self._leave()
         except errors.EnvhubError as exc:
-            self._metrics.error(f"SessionStream.{call}", exc.code)
+            self._metrics.error(f"SessionStream.{call}", exc.code, self._tenant_label(context))
             response.error.CopyFrom(to_rpc_status(exc))
             code = exc.code
         self._metrics.rpc(SERVICE_NAME, f"SessionStream.{call}", code, time.perf_counter() - started)

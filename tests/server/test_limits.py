@@ -89,9 +89,9 @@ def test_metrics_count_steps_and_sessions(server: BackgroundServer, client: Envh
         client.step(start.session_id, "")
     page = urllib.request.urlopen(f"http://localhost:{server.server.metrics_port}/metrics", timeout=10).read().decode()
     client.close_session(start.session_id)
-    assert 'envhub_steps_total{environment="scienceworld"} 1.0' in page
-    assert 'envhub_sessions{environment="scienceworld"} 1.0' in page
-    assert 'envhub_errors_total{code="INVALID_ARGUMENT",method="Step"} 1.0' in page
+    assert 'envhub_steps_total{environment="scienceworld",tenant="default"} 1.0' in page
+    assert 'envhub_sessions{environment="scienceworld",tenant="default"} 1.0' in page
+    assert 'envhub_errors_total{code="INVALID_ARGUMENT",method="Step",tenant="default"} 1.0' in page
     assert "envhub_step_latency_seconds_bucket" in page
 
 

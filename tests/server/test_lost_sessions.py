@@ -15,6 +15,7 @@ from envhub.client import AsyncEnvhubClient, EnvhubClient, EnvhubError
 from envhub.client.retry import NO_RETRY
 from envhub.server.background import BackgroundServer
 from envhub.server.sessions import LOST_PER_SESSION, SessionTable
+from envhub.server.tenants import DEFAULT, Tenant
 from envhub.server.worker_handle import Worker
 from envhub.testing import REFERENCE
 
@@ -89,9 +90,9 @@ class _Clock:
 
 def _dead_worker_with(table: SessionTable, count: int) -> tuple[Worker, list[str]]:
     worker = Worker("toy", 0, lambda _: None)
-    ids = table.new_ids(count)
+    ids = table.new_ids(count, Tenant(DEFAULT))
     for session_id in ids:
-        table.add(session_id, "toy", worker)
+        table.add(session_id, "toy", worker, DEFAULT)
     table.drop_worker(worker)
     return worker, ids
 
@@ -101,14 +102,15 @@ def test_tombstones_expire_after_their_ttl_and_beyond_their_count() -> None:
     table = SessionTable("r1", max_sessions=2, lost_ttl_s=10.0, clock=clock)
     _, first = _dead_worker_with(table, 2)
     clock.now = 9.0
-    assert all(table.lost(session_id) for session_id in first) and len(table) == 0
+    assert all(table.lost(session_id, DEFAULT) for session_id in first) and len(table) == 0
+    assert not table.lost(first[0], "another-tenant")
     with pytest.raises(EnvhubError) as caught:
-        table.get(first[0])
+        table.get(first[0], DEFAULT)
     assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "SESSION_LOST")
     clock.now = 10.0
-    assert not any(table.lost(session_id) for session_id in first)
+    assert not any(table.lost(session_id, DEFAULT) for session_id in first)
     with pytest.raises(EnvhubError) as caught:
-        table.get(first[0])
+        table.get(first[0], DEFAULT)
     assert caught.value.reason == "SESSION_NOT_FOUND"
     lost = [session_id for _ in range(LOST_PER_SESSION + 1) for session_id in _dead_worker_with(table, 2)[1]]
-    assert [table.lost(session_id) for session_id in lost] == [False] * 2 + [True] * (2 * LOST_PER_SESSION)
+    assert [table.lost(session_id, DEFAULT) for session_id in lost] == [False] * 2 + [True] * (2 * LOST_PER_SESSION)
