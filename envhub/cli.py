@@ -120,26 +120,31 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument(
         "--profile",
-        choices=("serving", "rollout", "latency"),
+        choices=("serving", "rollout", "latency", "soak"),
         default="serving",
         help="serving: latency, throughput, restore, memory; rollout: N sessions stepping once per turn "
         "through step_many, against the in-process ideal (docs/results/envhub-bench-rollout-<env>.md); "
         "latency: step p50/p99/max of concurrent clients while others create sessions "
-        "(docs/results/envhub-bench-latency-<env>.md)",
+        "(docs/results/envhub-bench-latency-<env>.md); soak: an hour of session churn per environment "
+        "(--env all, or a comma-separated list, at once), RSS, fds, threads and worker restarts sampled "
+        "(docs/results/envhub-soak.md)",
     )
     bench.add_argument(
         "--sessions",
         type=int,
         default=None,
-        help="serving: concurrent sessions for the memory figure (50); rollout: sessions (1,024; ScienceWorld 256)",
+        help="serving: concurrent sessions for the memory figure (50); rollout and soak: sessions "
+        "(1,024; ScienceWorld 256)",
     )
     bench.add_argument("--turns", type=int, default=5, help="rollout: turns")
     bench.add_argument("--group-size", type=int, default=8, help="rollout: sessions per task (G)")
-    bench.add_argument("--workers", type=int, default=2, help="rollout, latency: server worker processes")
+    bench.add_argument("--workers", type=int, default=2, help="rollout, latency, soak: server worker processes")
     bench.add_argument("--clients", type=int, default=32, help="latency: clients stepping concurrently")
     bench.add_argument("--churners", type=int, default=4, help="latency: clients creating sessions meanwhile")
     bench.add_argument("--phase-s", type=float, default=10.0, help="latency: seconds per quiet or churn phase")
     bench.add_argument("--steps", type=int, default=200, help="steps per latency measurement")
+    bench.add_argument("--duration-s", type=float, default=3600.0, help="soak: seconds of churn (every env at once)")
+    bench.add_argument("--sample-s", type=float, default=30.0, help="soak: seconds between samples")
     searchqa_cli.add_parser(sub)
     return parser
 
@@ -246,6 +251,13 @@ def _bench(args: argparse.Namespace) -> int:
         run_latency_bench(
             LatencyBenchSettings(args.env, args.out, args.clients, args.churners, args.phase_s, workers=args.workers)
         )
+        return 0
+    if args.profile == "soak":
+        from envhub.bench.run import PROFILES
+        from envhub.bench.soak import SoakSettings, run_soak
+
+        names = tuple(PROFILES) if args.env == "all" else tuple(args.env.split(","))
+        run_soak(SoakSettings(names, args.out, args.duration_s, args.sample_s, args.sessions, args.workers))
         return 0
     from envhub.bench.run import BenchSettings, run_bench
 

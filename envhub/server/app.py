@@ -26,8 +26,8 @@ from envhub.server.pool import WorkerPool
 from envhub.server.service import SERVICE, SERVICE_NAME, EnvHubService
 from envhub.server.sessions import SessionTable
 from envhub.server.snapshots import SnapshotSigner
-from envhub.server.tracing import Tracing
 from envhub.server.tenants import Tenants
+from envhub.server.tracing import Tracing
 from envhub.server.worker_handle import discard_outcome
 from envhub.server.worker_ops import Close
 
