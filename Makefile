@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, from this machine's local CPU build: an unpinned torch would pull a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[scienceworld,alfworld,searchqa,webshop,trainer,openenv,trl,tracing,dev]'
+	$(BIN)/pip install -q -e '.[scienceworld,alfworld,searchqa,webshop,trainer,openenv,trl,tracing,wandb,mlflow,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -351,6 +351,35 @@ class EvalConfig(_Section):
     )
 
 
+LoggingBackend = Literal["tensorboard", "wandb", "mlflow"]
+
+
+class LoggingConfig(_Section):
+    """Where each step's metrics go besides `metrics.jsonl` (always written) and the PNG plot."""
+
+    backends: list[LoggingBackend] = Field(
+        default_factory=lambda: list[LoggingBackend](["tensorboard"]),
+        description="tensorboard (output_dir/tensorboard), wandb (`pip install 'envhub[wandb]'`), mlflow "
+        "(`pip install 'envhub[mlflow]'`); any subset, [] for metrics.jsonl only.",
+    )
+    project: str = Field("envhub", min_length=1, description="The wandb project and the MLflow experiment.")
+    run_name: str = Field("", description="The wandb / MLflow run name (empty: output_dir's folder name).")
+    wandb_mode: Literal["", "online", "offline"] = Field(
+        "", description="wandb's mode (empty: wandb's own choice, WANDB_MODE); offline writes output_dir/wandb."
+    )
+    mlflow_tracking_uri: str = Field(
+        "",
+        description="MLflow tracking URI (empty: MLFLOW_TRACKING_URI, else a local store, "
+        "sqlite:///<output_dir>/mlflow.db, with artifacts in output_dir/mlflow-artifacts).",
+    )
+
+    @model_validator(mode="after")
+    def _unique(self) -> LoggingConfig:
+        if len(set(self.backends)) != len(self.backends):
+            raise ValueError(f"logging.backends lists a backend twice: {self.backends}")
+        return self
+
+
 class TrainerConfig(_Section):
     """A whole training run."""
 
@@ -370,6 +399,7 @@ class TrainerConfig(_Section):
     placement: PlacementConfig = Field(default_factory=PlacementConfig)  # type: ignore[arg-type]
     divopd: DivopdConfig = Field(default_factory=DivopdConfig)  # type: ignore[arg-type]
     eval: EvalConfig = Field(default_factory=EvalConfig)  # type: ignore[arg-type]
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)  # type: ignore[arg-type]
     branch: dict[str, Any] = Field(
         default_factory=dict,
         description="BranchOPD fork settings (trainer.branching.select.ForkConfig: num_forks, continuations, "

@@ -198,7 +198,7 @@ def _loop(
     sampler = TaskSampler(training_tasks(config, workers), config.seed, start_draw=draws)
     composer = SyncGroups(config.prompt.context)
     eval_tasks = evaluation_tasks(config, workers) if config.eval.every else []
-    logger = MetricsLogger(out)
+    logger = MetricsLogger.for_run(config, out)
     checkpoint = resume_from
     metrics: dict[str, float] = {}
     bar = tqdm(range(start, config.steps), initial=start, total=config.steps, disable=not progress, desc="train")

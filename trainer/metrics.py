@@ -1,4 +1,5 @@
-"""Run metrics: TensorBoard event files, a JSONL log, and a PNG plot of success rate and diagnostics."""
+"""Run metrics: a JSONL log, the configured sinks (TensorBoard, wandb, MLflow), and a PNG plot of success rate
+and diagnostics."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer.branching.diagnostics import BRANCH_DIAGNOSTICS
+from trainer.config import TrainerConfig
+from trainer.metric_sinks import Sink, open_sinks
 from trainer.objectives import diagnostics as names
 from trainer.objectives.pbr import PBR_LOSS
 
@@ -36,32 +39,34 @@ a panel is drawn only for keys that have values."""
 
 
 class MetricsLogger:
-    """Appends one record per step to `metrics.jsonl` and TensorBoard; `plot()` draws the PNG."""
+    """Appends one record per step to `metrics.jsonl` and hands it to each sink (`trainer.metric_sinks`:
+    TensorBoard by default, wandb, MLflow); `plot()` draws the PNG."""
 
-    def __init__(self, output_dir: str | Path, *, tensorboard: bool = True) -> None:
+    def __init__(self, output_dir: str | Path, sinks: Sequence[Sink] = ()) -> None:
         self.dir = Path(output_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / JSONL
-        self._writer: Any = None
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
+        self._sinks = list(sinks)
 
-            self._writer = SummaryWriter(log_dir=str(self.dir / "tensorboard"))
+    @classmethod
+    def for_run(cls, config: TrainerConfig, output_dir: str | Path) -> MetricsLogger:
+        """The logger of a training run: the sinks of `config.logging`, given the whole config."""
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        return cls(out, open_sinks(config.logging, out, config.model_dump(mode="json")))
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Write one record (NaN becomes null in JSON and is skipped in TensorBoard)."""
+        """Write one record (NaN becomes null in JSON and is left out of the sinks)."""
         clean = {k: (None if isinstance(v, float) and math.isnan(v) else float(v)) for k, v in metrics.items()}
         with self.path.open("a") as fh:
             fh.write(json.dumps({"step": step, **clean}, sort_keys=True) + "\n")
-        if self._writer is not None:
-            for key, value in clean.items():
-                if value is not None:
-                    self._writer.add_scalar(key, value, step)
-            self._writer.flush()
+        present = {key: value for key, value in clean.items() if value is not None}
+        for sink in self._sinks:
+            sink.log(step, present)
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        for sink in self._sinks:
+            sink.close()
 
     def plot(self, keys: Sequence[str] = PLOTTED) -> Path:
         """Draw every logged key of `keys` against the step into `training.png`."""
