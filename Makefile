@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup quickstart test test-adapters venv-verifiers lint protos check-protos bench gpu-smoke
+.PHONY: setup quickstart test test-adapters venv-verifiers lint buf buf-check release-contract protos check-protos bench gpu-smoke
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -63,11 +63,32 @@ gpu-smoke:
 test: setup check-protos lint test-adapters
 	$(BIN)/python -m pytest -q -m 'not gpu and not bench'
 
-lint: setup
+lint: setup buf
 	$(BIN)/python -m envhub.tools.lint_protos
+	$(BIN)/python -m envhub.tools.buf_check
 	$(BIN)/ruff check envhub trainer tests deploy
 	$(BIN)/ruff format --check envhub trainer tests deploy
 	$(BIN)/mypy
+
+## buf (npm @bufbuild/buf, pinned) for `buf lint` and `buf breaking` against contract/released (buf.yaml).
+BUF_VERSION := 1.75.0
+BUF_STAMP   := .cache/buf/.installed-$(BUF_VERSION)
+
+$(BUF_STAMP):
+	mkdir -p .cache/buf
+	npm install --prefix .cache/buf --no-audit --no-fund --silent @bufbuild/buf@$(BUF_VERSION)
+	touch $(BUF_STAMP)
+
+buf: $(BUF_STAMP)
+
+buf-check: setup buf
+	$(BIN)/python -m envhub.tools.buf_check
+
+## At a release: make protos/ the released contract that `buf breaking` guards (make release-contract VERSION=x.y.z).
+release-contract:
+	test -n "$(VERSION)" || { echo "usage: make release-contract VERSION=x.y.z" >&2; exit 2; }
+	rm -rf contract/released/envhub && cp -r protos/envhub contract/released/
+	printf 'version: %s\ncommit: %s\n' "$(VERSION)" "$$(git rev-parse --short HEAD)" > contract/released/RELEASE
 
 ## Regenerate the Python code for the wire contract from protos/.
 protos: setup

@@ -13,20 +13,21 @@ ROOT = Path(__file__).resolve().parents[2]
 PROTOS = ROOT / "protos"
 
 
-def proto_files() -> list[str]:
-    """Every .proto under protos/, relative to it, sorted."""
-    return sorted(str(path.relative_to(PROTOS)) for path in PROTOS.rglob("*.proto"))
+def proto_files(protos: Path = PROTOS) -> list[str]:
+    """Every .proto under `protos` (default protos/), relative to it, sorted."""
+    return sorted(str(path.relative_to(protos)) for path in protos.rglob("*.proto"))
 
 
-def include_paths() -> list[str]:
-    """protos/, protobuf's well-known types, and googleapis' google/rpc (google.rpc.Status)."""
+def include_paths(protos: Path = PROTOS) -> list[str]:
+    """`protos`, protobuf's well-known types, and googleapis' google/rpc (google.rpc.Status)."""
     well_known = importlib.resources.files("grpc_tools") / "_proto"
     googleapis = Path(next(iter(google.rpc.__path__))).parents[1]
-    return [str(PROTOS), str(well_known), str(googleapis)]
+    return [str(protos), str(well_known), str(googleapis)]
 
 
-def run(outputs: Sequence[str]) -> None:
-    """protoc with `outputs` (e.g. "--python_out=DIR") over every proto file; RuntimeError on failure."""
-    args = ["protoc", *(f"-I{path}" for path in include_paths()), *outputs, *proto_files()]
+def run(outputs: Sequence[str], protos: Path = PROTOS) -> None:
+    """protoc with `outputs` (e.g. "--python_out=DIR") over every proto file of `protos` (default protos/);
+    RuntimeError on failure."""
+    args = ["protoc", *(f"-I{path}" for path in include_paths(protos)), *outputs, *proto_files(protos)]
     if protoc.main(args) != 0:
         raise RuntimeError("protoc failed (see its messages above)")
