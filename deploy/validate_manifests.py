@@ -6,7 +6,8 @@ Core kinds are validated strictly against the Kubernetes OpenAPI schemas (kubern
 A resource whose schema is unknown fails, except the custom resources listed in `CUSTOM`, which
 get explicit checks instead: the ServiceMonitor must select a Service of the same render by its
 labels and name one of its ports; a RayJob's pod templates are validated strictly as core
-PodTemplates, and its Ray version must be the one the trainer pins.
+PodTemplates, its Ray version must be the one the trainer pins, and its minimum-KubeRay annotation must
+cover every field it uses (deploy/kuberay.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kuberay  # deploy/kuberay.py, beside this script
 import kubernetes_validate
 import yaml
 
@@ -80,6 +82,7 @@ def check_ray_job(resource: Resource, render: list[Resource], version: str) -> l
         problems.append(
             f"{name_of(resource)}: rayVersion {cluster.get('rayVersion')!r}, the trainer pins {ray_version()}"
         )
+    problems += [f"{name_of(resource)}: {p}" for p in kuberay.problems(resource, ray_version())]
     groups = [("head", cluster.get("headGroupSpec", {}))]
     groups += [(g.get("groupName", "?"), g) for g in cluster.get("workerGroupSpecs", [])]
     for group, body in groups:

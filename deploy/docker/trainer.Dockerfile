@@ -1,14 +1,15 @@
 # syntax=docker/dockerfile:1
 # The GPU trainer: envhub's trainer with vLLM generation, Ray 2.60 (the KubeRay RayJob's head and
 # workers run this image). CUDA comes with the PyPI wheels (torch, vLLM's kernel packages); the host
-# needs the NVIDIA driver and container toolkit. Build from the repository root:
+# needs the NVIDIA driver and container toolkit. wget is there for the readiness and liveness probes
+# KubeRay (1.1 and later) injects into Ray pods. Build from the repository root:
 #   deploy/docker/build.sh trainer
 ARG BASE_IMAGE=docker.io/library/debian:12.11-slim
 
 FROM ${BASE_IMAGE} AS python
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates wget \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 envhub \
     && useradd --system --uid 10001 --gid envhub --home-dir /home/ray --create-home --shell /bin/bash envhub \

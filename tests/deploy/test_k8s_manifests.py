@@ -118,3 +118,58 @@ def test_everything_renders_with_the_dashboard_and_trainer() -> None:
     assert targets.group(1) in services
     assert "env.failover_snapshot_every=" in job["spec"]["entrypoint"], "rollouts survive a replica draining or dying"
     assert {r["metadata"].get("namespace") for r in resources if r["kind"] != "Namespace"} == {"envhub"}
+
+
+def _kuberay() -> Any:
+    """deploy/kuberay.py (a script's helper module, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kuberay", ROOT / "deploy/kuberay.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _entrypoint_settings(job: dict[str, Any]) -> dict[str, str]:
+    words = shlex.split(job["spec"]["entrypoint"])
+    return dict(words[i + 1].split("=", 1) for i, word in enumerate(words) if word == "--set")
+
+
+def test_the_rayjob_keeps_models_and_outputs_on_claims() -> None:
+    resources = render(K8S / "overlays/trainer")
+    job = one(resources, "RayJob")
+    claims = {r["metadata"]["name"]: r for r in resources if r["kind"] == "PersistentVolumeClaim"}
+    assert set(claims) == {"envhub-trainer-models", "envhub-trainer-outputs"}
+    assert all(claim["spec"]["accessModes"] == ["ReadWriteMany"] for claim in claims.values())
+    cluster = job["spec"]["rayClusterSpec"]
+    pods = [cluster["headGroupSpec"]["template"]["spec"]]
+    pods += [group["template"]["spec"] for group in cluster["workerGroupSpecs"]]
+    for pod in pods:  # the driver (head) and the learners and engines (GPU workers) see both
+        volumes = {v["name"]: v.get("persistentVolumeClaim", {}) for v in pod["volumes"]}
+        [container] = pod["containers"]
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        assert volumes[mounts["/models"]["name"]]["claimName"] == "envhub-trainer-models"
+        assert mounts["/models"]["readOnly"] and volumes[mounts["/models"]["name"]]["readOnly"]
+        assert volumes[mounts["/outputs"]["name"]]["claimName"] == "envhub-trainer-outputs"
+        assert not mounts["/outputs"].get("readOnly") and pod["securityContext"]["fsGroup"] == 10001
+    settings = _entrypoint_settings(job)
+    assert settings["output_dir"].startswith("/outputs/")
+    config = yaml.safe_load((ROOT / "trainer/configs/gpu-vllm.yaml").read_text())
+    assert all(str(path).startswith("/models/") for path in config["models"].values() if path)
+
+
+def test_the_rayjob_states_the_kuberay_it_needs_and_the_lint_checks_it() -> None:
+    kuberay = _kuberay()
+    job = one(render(K8S / "overlays/trainer"), "RayJob")
+    ray = job["spec"]["rayClusterSpec"]["rayVersion"]
+    assert kuberay.problems(job, ray) == []
+    assert job["metadata"]["annotations"][kuberay.ANNOTATION] == "1.1.1"
+    older = {**job, "metadata": {**job["metadata"], "annotations": {kuberay.ANNOTATION: "1.0.0"}}}
+    assert kuberay.problems(older, ray) == [f"{kuberay.ANNOTATION} is 1.0.0, but Ray {ray} needs KubeRay 1.1.1"]
+    old_ray = kuberay.problems(older, "2.7.0")
+    assert len(old_ray) == 1 and "spec." in old_ray[0] and "needs KubeRay 1.1.0" in old_ray[0]
+    unknown = {**job, "spec": {**job["spec"], "deletionStrategy": {}}}
+    assert "deletionStrategy" in kuberay.problems(unknown, ray)[0]
+    unstated = {**job, "metadata": {"name": job["metadata"]["name"]}}
+    assert "no envhub.dev/minimum-kuberay-version" in kuberay.problems(unstated, ray)[0]
