@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from envhub.client import EnvhubClient, EnvhubError, StepResult, TaskRef
+from envhub.client import EnvhubClient, EnvhubError, EnvView, TaskRef
 from envhub.v1 import snapshot_pb2
 
 
@@ -44,9 +44,8 @@ def _expect(condition: bool, message: str) -> None:
         raise ComplianceError(message)
 
 
-def _trace(result: StepResult) -> tuple[object, ...]:
-    obs = result.observation
-    return (obs.text, obs.score, obs.step_index, result.reward, result.terminated, result.truncated, result.won)
+def _trace(view: EnvView) -> tuple[object, ...]:
+    return (view.text, view.score, view.step_index, view.reward, view.terminated, view.truncated, view.won)
 
 
 def _play(client: EnvhubClient, session_id: str, actions: Sequence[str]) -> list[tuple[object, ...]]:
@@ -69,7 +68,7 @@ def check_seed_determinism(client: EnvhubClient, spec: ComplianceSpec) -> None:
         traces = []
         for _ in range(2):
             start = client.create_session(spec.environment, task=task_id, seed=spec.seed)
-            traces.append((start.observation, _play(client, start.session_id, actions)))
+            traces.append((start.view, _play(client, start.session_id, actions)))
             client.close_session(start.session_id)
         _expect(traces[0][0] == traces[1][0], f"{task_id}: two resets with seed {spec.seed} differ")
         for index, (first, second) in enumerate(zip(traces[0][1], traces[1][1], strict=True), start=1):
@@ -86,7 +85,7 @@ def check_snapshot_restore(client: EnvhubClient, spec: ComplianceSpec) -> None:
         _expect(snapshot.step_index == half, f"{task_id}: snapshot step_index {snapshot.step_index} != {half}")
         original = _play(client, start.session_id, actions[half:])
         restored = client.restore(snapshot)
-        _expect(restored.observation.step_index == half, f"{task_id}: restored step_index is not {half}")
+        _expect(restored.view.step_index == half, f"{task_id}: restored step_index is not {half}")
         continued = _play(client, restored.session_id, actions[half:])
         _expect(original == continued, f"{task_id}: the restored session continues differently")
         client.close_session(start.session_id)
@@ -144,7 +143,7 @@ def check_error_codes(client: EnvhubClient, spec: ComplianceSpec) -> None:
     for what, code, call in bad_requests:
         _expect_error(call, code, what)
         before = client.snapshot(witness.session_id).step_index
-        after = client.step(witness.session_id, actions[0]).observation.step_index
+        after = client.step(witness.session_id, actions[0]).step_index
         _expect(after == before + 1, f"after the {what} request the witness session stopped working")
     client.close_session(witness.session_id)
 

@@ -67,17 +67,17 @@ class EnvhubGymEnv(gymnasium.Env[str, str]):
         """The server session behind this environment (None before the first reset)."""
         return self._session_id
 
-    def _info(self, observation: types.Observation, task_id: str, won: bool = False) -> dict[str, Any]:
-        info: dict[str, Any] = dict(observation.info)
+    def _info(self, view: types.EnvView, task_id: str) -> dict[str, Any]:
+        info: dict[str, Any] = dict(view.info)
         info.update(
             task_id=task_id,
-            task_description=observation.task_description,
-            score=observation.score,
-            step_index=observation.step_index,
-            won=won,
+            task_description=view.task_description,
+            score=view.score,
+            step_index=view.step_index,
+            won=view.won,
         )
-        if observation.admissible_actions is not None:
-            info["admissible_actions"] = list(observation.admissible_actions)
+        if view.admissible is not None:
+            info["admissible_actions"] = list(view.admissible)
         return info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -106,17 +106,16 @@ class EnvhubGymEnv(gymnasium.Env[str, str]):
             start = self._client.reset_session(
                 self._session_id, task=self._task, seed=server_seed, admissible=self._admissible
             )
-        self._last_text = start.observation.text
+        self._last_text = start.view.text
         self._current_task = start.task.task_id
-        return start.observation.text, self._info(start.observation, start.task.task_id)
+        return start.view.text, self._info(start.view, start.task.task_id)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._session_id is None:
             raise RuntimeError("call reset() before step()")
-        result = self._client.step(self._session_id, action, admissible=self._admissible)
-        self._last_text = result.observation.text
-        info = self._info(result.observation, self._current_task, result.won)
-        return result.observation.text, result.reward, result.terminated, result.truncated, info
+        view = self._client.step(self._session_id, action, admissible=self._admissible)
+        self._last_text = view.text
+        return view.text, view.reward, view.terminated, view.truncated, self._info(view, self._current_task)
 
     def render(self) -> str | None:
         return self._last_text if self.render_mode == "ansi" else None

@@ -4,6 +4,6 @@ verifiers resolves a taskset id to a top-level module exporting one `Taskset` (a
 the implementation is `envhub.integrations.verifiers`.
 """
 
-from envhub.integrations.verifiers import EnvhubEnv, EnvhubEnvConfig, EnvhubTaskset, EnvhubTasksetConfig
+from envhub.integrations.verifiers import EnvhubEnvConfig, EnvhubTaskset, EnvhubTasksetConfig, EnvhubVerifiersEnv
 
-__all__ = ["EnvhubEnv", "EnvhubEnvConfig", "EnvhubTaskset", "EnvhubTasksetConfig"]
+__all__ = ["EnvhubEnvConfig", "EnvhubTaskset", "EnvhubTasksetConfig", "EnvhubVerifiersEnv"]

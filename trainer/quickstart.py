@@ -22,7 +22,6 @@ from trainer.driver import train
 from trainer.eval import EvalResult, evaluate
 from trainer.models.tiny import TinyModels, TinySpec, make_tiny_models
 from trainer.prompts import PromptRenderer
-from trainer.rollout import ClientEnvPort
 from trainer.rollout.expert import ExpertEpisode, collect_expert, expert_texts, sft_examples
 from trainer.rollout.local_server import LocalServer
 
@@ -61,10 +60,10 @@ def renderer_for(config: TrainerConfig, style: str | None = None) -> PromptRende
 
 def expert_episodes(config: TrainerConfig, target: str, num_tasks: int) -> list[ExpertEpisode]:
     """Expert episodes on the first `num_tasks` training tasks of `config` served at `target`."""
-    from envhub.client import EnvhubClient
+    from envhub.client import EnvhubClient, Sessions
 
     with EnvhubClient(target) as client:
-        port = ClientEnvPort(client, config.env.name)
+        port = Sessions(client, config.env.name)
         task_ids = list(config.env.task_ids) or port.task_ids(config.env.train_split, config.env.families)
         return collect_expert(port, task_ids[:num_tasks], max_turns=config.env.max_turns, seed=config.seed)
 

@@ -101,7 +101,7 @@ class Call(Generic[R]):
     """For a call about one session: its request sent to another session id (same request_id)."""
     created: Callable[[Any], list[str]] = field(default=lambda _: [])
     """Response message -> the ids of the sessions it created (creates and forks)."""
-    parts: tuple[Call[types.StepResult], ...] = ()
+    parts: tuple[Call[types.EnvView], ...] = ()
     """For a batch: one step call per step, in order (a pool splits the batch by their sessions)."""
     merge: Callable[[Sequence[Any]], Message] | None = None
     """For a read about the whole fleet: every replica's response -> the answer (a pool asks each)."""
@@ -235,15 +235,7 @@ def create_session(
         max_steps=max_steps,
         include_admissible_actions=admissible,
     )
-    return Call(
-        "CreateSession",
-        request,
-        convert.session_start,
-        Effect.CREATES,
-        timeout,
-        environment=environment,
-        created=_new_session,
-    )
+    return _placing("CreateSession", request, environment, timeout)
 
 
 def reset_session(
@@ -280,8 +272,8 @@ def step(
     admissible: bool = False,
     expected_step_index: int | None = None,
     timeout: float | None = None,
-) -> Call[types.StepResult]:
-    """Send one action. Retried safely on UNAVAILABLE and DEADLINE_EXCEEDED: it is applied once.
+) -> Call[types.EnvView]:
+    """Send one action; the session's new view. Retried safely on UNAVAILABLE and DEADLINE_EXCEEDED: it is applied once.
 
     `expected_step_index`: apply only if the session has taken exactly this many steps
     (else FAILED_PRECONDITION, STEP_INDEX_MISMATCH).
@@ -297,7 +289,14 @@ def step(
             request_id=request_id,
         )
 
-    return _of_session("Step", Effect.STEPS, session_id, request, convert.step, timeout)
+    return _of_session(
+        "Step",
+        Effect.STEPS,
+        session_id,
+        request,
+        lambda response: convert.step_view(session_id, response.result),
+        timeout,
+    )
 
 
 def step_many(
@@ -307,7 +306,7 @@ def step_many(
     return_errors: bool = False,
     timeout: float | None = None,
 ) -> Call[list[Any]]:
-    """Step many sessions at once, `[(session_id, action), ...]` -> their `StepResult`s in order.
+    """Step many sessions at once, `[(session_id, action), ...]` -> their `EnvView`s in order.
 
     One StepBatch call per replica (a pool splits it by session id); on the server one message
     per worker. Each step carries its own request_id, so a batch whose reply was lost is resent
@@ -319,13 +318,14 @@ def step_many(
 
 
 def batch(
-    parts: Sequence[Call[types.StepResult]], *, return_errors: bool = False, timeout: float | None = None
+    parts: Sequence[Call[types.EnvView]], *, return_errors: bool = False, timeout: float | None = None
 ) -> Call[list[Any]]:
     """The steps `parts` (each a `step` call) as one StepBatch call; see `step_many`."""
 
     def decode(answer: pb.StepBatchResponse) -> list[Any]:
-        return step_results(convert.step_batch(answer), return_errors)
+        return step_results(convert.step_batch(answer, session_ids), return_errors)
 
+    session_ids = [part.session_id for part in parts]
     request = pb.StepBatchRequest(steps=[expect(part.request, pb.StepRequest) for part in parts])
     return Call("StepBatch", request, decode, Effect.BATCHES, timeout, parts=tuple(parts))
 
@@ -375,15 +375,7 @@ def restore(
         (snapshot.data, snapshot.environment) if isinstance(snapshot, types.Snapshot) else (snapshot, "")
     )
     request = pb.RestoreSnapshotRequest(snapshot=data, include_admissible_actions=admissible)
-    return Call(
-        "RestoreSnapshot",
-        request,
-        convert.session_start,
-        Effect.CREATES,
-        timeout,
-        environment=environment,
-        created=_new_session,
-    )
+    return _placing("RestoreSnapshot", request, environment, timeout)
 
 
 def fork(session_id: str, count: int = 1, *, timeout: float | None = None) -> Call[list[str]]:
@@ -399,6 +391,13 @@ def fork(session_id: str, count: int = 1, *, timeout: float | None = None) -> Ca
     )
 
 
+def _placing(method: str, request: Message, environment: str, timeout: float | None) -> Call[types.SessionStart]:
+    """A call creating one session of `environment` (a pool places it by the environment)."""
+    return Call(
+        method, request, convert.session_start, Effect.CREATES, timeout, environment=environment, created=_new_session
+    )
+
+
 def _new_session(response: pb.CreateSessionResponse | pb.RestoreSnapshotResponse) -> list[str]:
     return [response.session_id]
 
@@ -411,7 +410,7 @@ def _none(_: Message) -> None:
     return None
 
 
-def step_results(answers: list[types.StepResult | EnvhubError], return_errors: bool) -> list[Any]:
+def step_results(answers: list[types.EnvView | EnvhubError], return_errors: bool) -> list[Any]:
     """`step_many`'s answer: the first error raised, or (with `return_errors`) each error in its place."""
     if not return_errors:
         for answer in answers:

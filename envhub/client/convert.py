@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from google.protobuf import json_format
 
 from envhub.client import types
@@ -40,49 +42,43 @@ def task(message: pb.TaskInfo) -> types.TaskInfo:
     )
 
 
-def observation(message: pb.Observation) -> types.Observation:
-    return types.Observation(
-        text=message.text,
-        task_description=message.task_description,
-        score=message.score,
-        step_index=message.step_index,
-        admissible_actions=tuple(message.admissible_actions) if message.has_admissible_actions else None,
-        info=json_format.MessageToDict(message.info),
+def view(session_id: str, observation: pb.Observation, result: pb.StepResult | None = None) -> types.EnvView:
+    """The `EnvView` of `observation`, with the outcome of the step that led to it (`result`), if any."""
+    return types.EnvView(
+        session_id=session_id,
+        text=observation.text,
+        task_description=observation.task_description,
+        admissible=tuple(observation.admissible_actions) if observation.has_admissible_actions else None,
+        reward=result.reward if result else 0.0,
+        score=observation.score,
+        step_index=observation.step_index,
+        terminated=result.terminated if result else False,
+        truncated=result.truncated if result else False,
+        won=result.won if result else False,
+        info=json_format.MessageToDict(observation.info),
     )
 
 
-def step(message: pb.StepResponse) -> types.StepResult:
-    return step_result(message.result)
+def step_view(session_id: str, result: pb.StepResult) -> types.EnvView:
+    """A step's `EnvView`."""
+    return view(session_id, result.observation, result)
 
 
-def step_result(result: pb.StepResult) -> types.StepResult:
-    return types.StepResult(
-        observation=observation(result.observation),
-        reward=result.reward,
-        terminated=result.terminated,
-        truncated=result.truncated,
-        won=result.won,
-    )
-
-
-def step_batch(message: pb.StepBatchResponse) -> list[types.StepResult | EnvhubError]:
-    """Each entry's `StepResult`, or the `EnvhubError` of its status."""
+def step_batch(message: pb.StepBatchResponse, session_ids: Sequence[str]) -> list[types.EnvView | EnvhubError]:
+    """Each entry's `EnvView` (for the session of its step), or the `EnvhubError` of its status."""
     return [
-        from_status(entry.error) if entry.HasField("error") else step_result(entry.result) for entry in message.results
+        from_status(entry.error) if entry.HasField("error") else step_view(session_id, entry.result)
+        for session_id, entry in zip(session_ids, message.results, strict=True)
     ]
 
 
 def session_start(message: pb.CreateSessionResponse | pb.RestoreSnapshotResponse) -> types.SessionStart:
-    return types.SessionStart(
-        session_id=message.session_id, task=task(message.task), observation=observation(message.observation)
-    )
+    return types.SessionStart(task(message.task), view(message.session_id, message.observation))
 
 
 def reset_start(session_id: str, message: pb.ResetSessionResponse) -> types.SessionStart:
     """A ResetSession answer as a `SessionStart` (the response does not repeat the session id)."""
-    return types.SessionStart(
-        session_id=session_id, task=task(message.task), observation=observation(message.observation)
-    )
+    return types.SessionStart(task(message.task), view(session_id, message.observation))
 
 
 def snapshot(message: pb.CreateSnapshotResponse) -> types.Snapshot:

@@ -48,7 +48,7 @@ class _Session:
     live_id: str
     """The session id on the replica serving it now."""
     snapshot: types.Snapshot | None = None
-    replay: list[tuple[calls.Call[types.StepResult], types.StepResult]] = field(default_factory=list)
+    replay: list[tuple[calls.Call[types.EnvView], types.EnvView]] = field(default_factory=list)
     """Steps since `snapshot`, with the results the caller saw."""
 
 
@@ -166,7 +166,7 @@ class FailoverTransport:
         with self._lock:
             self._sessions[session_id] = session
 
-    def _stepped(self, call: calls.Call[types.StepResult], result: types.StepResult) -> None:
+    def _stepped(self, call: calls.Call[types.EnvView], result: types.EnvView) -> None:
         session = self._sessions.get(call.session_id)
         if session is None:
             return
@@ -205,7 +205,7 @@ class FailoverTransport:
             if replayed != recorded:
                 raise errors.failed_precondition(
                     f"session {session_id!r}: a replayed step on {start.session_id!r} "
-                    f"gave {replayed.observation.text!r}, not {recorded.observation.text!r}",
+                    f"gave {replayed.text!r}, not {recorded.text!r}",
                     "REPLAY_DIVERGED",
                 )
         session.live_id = start.session_id

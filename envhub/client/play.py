@@ -20,17 +20,17 @@ class Player:
     def __init__(self, client: EnvhubClient, start: types.SessionStart, output: Callable[[str], None] = print) -> None:
         self._client = client
         self._session = start.session_id
-        self._observation = start.observation
+        self._view = start.view
         self._snapshots: list[types.Snapshot] = []
         self._print = output
-        self._print(f"task {start.task.task_id}: {start.observation.task_description}")
-        self._show(start.observation)
+        self._print(f"task {start.task.task_id}: {start.view.task_description}")
+        self._show(start.view)
 
-    def _show(self, observation: types.Observation, reward: float = 0.0, done: bool = False) -> None:
-        self._observation = observation
-        self._print(observation.text)
-        ending = "  [episode over]" if done else ""
-        self._print(f"-- step {observation.step_index}, score {observation.score:g}, reward {reward:g}{ending}")
+    def _show(self, view: types.EnvView) -> None:
+        self._view = view
+        self._print(view.text)
+        ending = "  [episode over]" if view.done else ""
+        self._print(f"-- step {view.step_index}, score {view.score:g}, reward {view.reward:g}{ending}")
 
     def handle(self, line: str) -> bool:
         """Handle one input line; False when the player quits."""
@@ -42,7 +42,7 @@ class Player:
             if command == "/help":
                 self._print(HELP)
             elif command == "/actions":
-                self._print("\n".join(sorted(self._observation.admissible_actions or ())))
+                self._print("\n".join(sorted(self._view.admissible or ())))
             elif command == "/expert":
                 self._print("\n".join(self._client.expert_actions(self._session)) or "(the expert has nothing)")
             elif command == "/snapshot":
@@ -51,8 +51,7 @@ class Player:
             elif command == "/restore":
                 self._restore(int(argument) if argument else len(self._snapshots) - 1)
             elif line.strip():
-                result = self._client.step(self._session, line.strip(), admissible=True)
-                self._show(result.observation, result.reward, result.done)
+                self._show(self._client.step(self._session, line.strip(), admissible=True))
         except EnvhubError as error:
             self._print(f"error: {error}")
         except (ValueError, IndexError):
@@ -65,7 +64,7 @@ class Player:
         start = self._client.restore(self._snapshots[number], admissible=True)
         self._client.close_session(self._session)
         self._session = start.session_id
-        self._show(start.observation)
+        self._show(start.view)
 
 
 def play(client: EnvhubClient, start: types.SessionStart) -> None:

@@ -1,8 +1,9 @@
-"""Typed results of the envhub client: frozen dataclasses mirroring the wire messages.
+"""Typed results of the envhub client: frozen dataclasses made from the wire messages.
 
 Why dataclasses and not the proto messages: they are plain Python values (tuples, dicts,
 floats) that compare by value, pickle cheaply across Ray process boundaries, and keep
-callers independent of the protobuf API; `info` is a dict rather than a `Struct`.
+callers independent of the protobuf API; `info` is a dict rather than a `Struct`. What a
+session shows after any call (a start, a step, a reset, a restore) is one `EnvView`.
 """
 
 from __future__ import annotations
@@ -11,17 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envhub.core.environment import TaskSpec
+from envhub.core.environment import Capabilities, TaskSpec
 
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What an environment declares it supports (see `EnvironmentInfo`)."""
-
-    native_snapshot: bool
-    deterministic_replay: bool
-    expert: bool
-    admissible_actions: bool
+__all__ = ["Capabilities", "EnvView", "EnvironmentInfo", "SessionStart", "Snapshot", "TaskInfo", "TaskRef"]
 
 
 @dataclass(frozen=True)
@@ -69,26 +62,33 @@ class TaskRef:
 
 
 @dataclass(frozen=True)
-class Observation:
-    """What the agent sees; `admissible_actions` is None unless it was requested."""
+class EnvView:
+    """What a session shows after a start, a step, a reset or a restore: the client's step result.
 
+    Two views are equal when they show the same (their session ids are not compared): a restored or
+    forked session, or the same seed played twice, shows equal views.
+    """
+
+    session_id: str = field(compare=False)
+    """The session, as the caller knows it."""
     text: str
+    """Observation text."""
     task_description: str = ""
+    admissible: tuple[str, ...] | None = None
+    """The admissible actions of this state; None unless they were asked for (`admissible=True`)."""
+    reward: float = 0.0
+    """Reward of the step that led here (0 after a start, reset or restore)."""
     score: float = 0.0
+    """Cumulative score as the environment defines it."""
     step_index: int = 0
-    admissible_actions: tuple[str, ...] | None = None
+    """Steps taken in the episode so far."""
+    terminated: bool = False
+    """The episode ended inside the environment (success or failure)."""
+    truncated: bool = False
+    """The episode hit its step limit."""
+    won: bool = False
     info: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """The outcome of one step."""
-
-    observation: Observation
-    reward: float
-    terminated: bool
-    truncated: bool
-    won: bool
+    """JSON-compatible extra information from the environment."""
 
     @property
     def done(self) -> bool:
@@ -97,11 +97,14 @@ class StepResult:
 
 @dataclass(frozen=True)
 class SessionStart:
-    """A new session (from CreateSession or RestoreSnapshot) and its first observation."""
+    """A session just started (CreateSession, ResetSession, RestoreSnapshot): its task and first view."""
 
-    session_id: str
     task: TaskInfo
-    observation: Observation
+    view: EnvView
+
+    @property
+    def session_id(self) -> str:
+        return self.view.session_id
 
 
 @dataclass(frozen=True)

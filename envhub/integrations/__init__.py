@@ -5,6 +5,6 @@
 * `envhub.integrations.verifiers`: a `verifiers` `MultiTurnEnv` over envhub (`envhub[verifiers]`).
 * `envhub.integrations.verl`: a verl agent loop over envhub (`envhub[verl]`).
 
-Every adapter talks to envhub through `envhub.integrations.episodes.Episodes`, the one place
-that calls the envhub client, so a change in the client touches one module.
+Every adapter talks to envhub through the client's session port (`envhub.client.SessionPort`,
+implemented by `envhub.client.Sessions`), the same port the envhub trainer's rollouts use.
 """

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
-from envhub.integrations.episodes import EnvView, Episodes
+from envhub.client import EnvView, SessionPort
 
 
 class StepBatcher:
-    """Coalesces concurrent `step` calls on one event loop into `Episodes.step_each` rounds."""
+    """Coalesces concurrent `step` calls on one event loop into `SessionPort.step_each` rounds."""
 
-    def __init__(self, episodes: Episodes) -> None:
+    def __init__(self, episodes: SessionPort) -> None:
         self.episodes = episodes
         self._pending: list[tuple[str, str, asyncio.Future[EnvView]]] = []
         self._sender: asyncio.Task[None] | None = None

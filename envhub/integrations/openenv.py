@@ -27,8 +27,7 @@ from openenv.core.env_server.serialization import deserialize_action, serialize_
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
-from envhub.client import TaskRef
-from envhub.integrations.episodes import EnvView, Episodes
+from envhub.client import EnvView, SessionPort, Sessions, TaskRef
 
 
 class EnvhubAction(Action):
@@ -63,7 +62,7 @@ def _observation(turn: EnvView) -> EnvhubObservation:
     return EnvhubObservation(
         text=turn.text,
         task_description=turn.task_description,
-        admissible_actions=list(turn.admissible),
+        admissible_actions=list(turn.admissible or ()),
         score=turn.score,
         step_index=turn.step_index,
         won=turn.won,
@@ -83,7 +82,7 @@ class EnvhubEnvironment(Environment[EnvhubAction, EnvhubObservation, EnvhubState
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, episodes: Episodes, *, task_ids: Sequence[str] | None = None, split: str = "train") -> None:
+    def __init__(self, episodes: SessionPort, *, task_ids: Sequence[str] | None = None, split: str = "train") -> None:
         super().__init__()
         self.episodes = episodes
         self._task_ids = list(task_ids) if task_ids is not None else None
@@ -170,7 +169,7 @@ class EnvhubEnvironment(Environment[EnvhubAction, EnvhubObservation, EnvhubState
         return children
 
     def close(self) -> None:
-        """End the envhub session (the connection is the `Episodes`' owner's to close)."""
+        """End the envhub session (the connection is the `SessionPort`'s owner's to close)."""
         if self._turn is not None:
             self.episodes.end(self._turn.session_id)
             self._turn = None
@@ -197,7 +196,7 @@ class EnvhubEnv(EnvClient[EnvhubAction, EnvhubObservation, EnvhubState]):
         message_timeout_s: float = 60.0,
     ) -> None:
         super().__init__("http://envhub.invalid", message_timeout_s=message_timeout_s)
-        self._episodes = Episodes(
+        self._episodes: SessionPort = Sessions.connect(
             base_url, environment, token=token, max_steps=max_steps, admissible=admissible, timeout=message_timeout_s
         )
         self._owns_episodes = True
@@ -278,7 +277,7 @@ def create_openenv_app(
 
     Serve it with `uvicorn`; any OpenEnv client (`GenericEnvClient`, TRL's OpenEnv examples) can connect.
     """
-    episodes = Episodes(targets, environment, token=token, max_steps=max_steps)
+    episodes = Sessions.connect(targets, environment, token=token, max_steps=max_steps)
     return create_fastapi_app(
         lambda: EnvhubEnvironment(episodes, split=split),
         EnvhubAction,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from envhub.integrations.episodes import EnvView
+from envhub.client import EnvView
 
 Render = Callable[[EnvView], str]
 """Text the model reads for an observation (the first one is the prompt, later ones are feedback)."""

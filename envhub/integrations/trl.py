@@ -23,13 +23,13 @@ from typing import Any
 import torch
 from datasets import Dataset
 
-from envhub.integrations.episodes import EnvView, Episodes
+from envhub.client import EnvView, SessionPort, Sessions
 from envhub.integrations.text import Render, parse_action, render_turn
 
 
 def task_dataset(targets: str | Sequence[str], environment: str, split: str = "train", limit: int = 0) -> Dataset:
     """One row per task of `split` (the first `limit` when > 0): `prompt` and `task_id` are both the task id."""
-    episodes = Episodes(targets, environment)
+    episodes = Sessions.connect(targets, environment)
     try:
         ids = episodes.task_ids(split)
     finally:
@@ -81,7 +81,7 @@ class EnvhubRollout:
         render: Render = render_turn,
         token: str | None = None,
     ) -> None:
-        self.episodes = Episodes(targets, environment, token=token, max_steps=max_steps)
+        self.episodes = Sessions.connect(targets, environment, token=token, max_steps=max_steps)
         self.max_turns = max_turns
         self.max_new_tokens = max_new_tokens
         self.seed = seed
@@ -172,15 +172,15 @@ class EnvhubToolEnv:
     instance shares one connection. `reset(task_id=...)` receives the dataset row.
     """
 
-    def __init__(self, episodes: Episodes) -> None:
+    def __init__(self, episodes: SessionPort) -> None:
         self._episodes = episodes
         self._turn: EnvView | None = None
         self._reward = 0.0
 
     @classmethod
     def factory(cls, targets: str | Sequence[str], environment: str, **settings: Any) -> Callable[[], EnvhubToolEnv]:
-        """A zero-argument factory; `settings` go to `Episodes` (max_steps, admissible, options, token)."""
-        episodes = Episodes(targets, environment, **settings)
+        """A zero-argument factory; `settings` go to `Sessions.connect` (max_steps, admissible, options, token)."""
+        episodes = Sessions.connect(targets, environment, **settings)
         return lambda: cls(episodes)
 
     def reset(self, task_id: str | None = None, seed: int = 0, **row: Any) -> str:

@@ -17,8 +17,8 @@ from typing import Any
 
 import verifiers.v1 as vf
 
+from envhub.client import SessionPort, Sessions
 from envhub.integrations.batching import StepBatcher
-from envhub.integrations.episodes import Episodes
 from envhub.integrations.text import parse_action, render_turn
 
 SYSTEM_PROMPT = (
@@ -68,7 +68,7 @@ class EnvhubEnvConfig(vf.EnvConfig):
     player: vf.AgentConfig = vf.AgentConfig()
 
 
-class EnvhubEnv(vf.Env[EnvhubEnvConfig]):
+class EnvhubVerifiersEnv(vf.Env[EnvhubEnvConfig]):
     """Plays one envhub episode per task with the `player` agent."""
 
     _batcher: StepBatcher | None = None
@@ -97,16 +97,16 @@ class EnvhubEnv(vf.Env[EnvhubEnvConfig]):
         interaction.trace.info["won"] = turn.won
 
 
-_CONNECTIONS: dict[tuple[str, ...], Episodes] = {}
+_CONNECTIONS: dict[tuple[str, ...], SessionPort] = {}
 
 
-def _episodes(config: EnvhubTasksetConfig) -> Episodes:
+def _episodes(config: EnvhubTasksetConfig) -> SessionPort:
     """One connection per (targets, environment, max_steps), shared by the taskset and every episode."""
     targets = [config.target] if isinstance(config.target, str) else list(config.target)
     key = (*targets, config.environment, str(config.max_steps))
     if key not in _CONNECTIONS:
-        _CONNECTIONS[key] = Episodes(targets, config.environment, max_steps=config.max_steps)
+        _CONNECTIONS[key] = Sessions.connect(targets, config.environment, max_steps=config.max_steps)
     return _CONNECTIONS[key]
 
 
-__all__ = ["EnvhubEnv", "EnvhubEnvConfig", "EnvhubTaskset", "EnvhubTasksetConfig"]
+__all__ = ["EnvhubEnvConfig", "EnvhubTaskset", "EnvhubTasksetConfig", "EnvhubVerifiersEnv"]

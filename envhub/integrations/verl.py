@@ -21,9 +21,9 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
+from envhub.client import Sessions
 from envhub.integrations.agent_loop import play_episode
 from envhub.integrations.batching import StepBatcher
-from envhub.integrations.episodes import Episodes
 
 _BATCHERS: dict[tuple[str, ...], StepBatcher] = {}
 
@@ -36,7 +36,7 @@ def _batcher(settings: Any) -> StepBatcher:
     max_steps = int(settings.get("max_steps", 0))
     key = (*targets, environment, str(max_steps))
     if key not in _BATCHERS:
-        _BATCHERS[key] = StepBatcher(Episodes(targets, environment, max_steps=max_steps))
+        _BATCHERS[key] = StepBatcher(Sessions.connect(targets, environment, max_steps=max_steps))
     return _BATCHERS[key]
 
 

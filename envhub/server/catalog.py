@@ -1,7 +1,7 @@
 """What a worker reports about its environment kind: metadata and the full task set.
 
 The server process never builds an `EnvironmentKind` itself (a kind may start a JVM);
-each worker sends a `Catalog` once at start-up, and the server answers ListEnvironments,
+each worker sends a `KindCatalog` once at start-up, and the server answers ListEnvironments,
 ListTasks and task selectors from it.
 """
 
@@ -15,7 +15,7 @@ from envhub.core.environment import Capabilities, EnvironmentKind, TaskSpec
 
 
 @dataclass(frozen=True)
-class Catalog:
+class KindCatalog:
     """An environment kind's metadata and tasks, as plain picklable data."""
 
     name: str
@@ -31,7 +31,7 @@ class Catalog:
     by_id: Mapping[str, TaskSpec] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def of(cls, kind: EnvironmentKind) -> Catalog:
+    def of(cls, kind: EnvironmentKind) -> KindCatalog:
         """Read everything the server needs from `kind` (called inside the worker)."""
         splits = {split: tuple(kind.tasks(split)) for split in kind.splits()}
         return cls(

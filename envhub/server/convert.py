@@ -8,7 +8,7 @@ from google.protobuf import json_format, struct_pb2
 
 from envhub.core.environment import Observation, TaskSpec
 from envhub.core.session import SessionStep
-from envhub.server.catalog import Catalog
+from envhub.server.catalog import KindCatalog
 from envhub.v1 import envhub_pb2 as pb
 
 
@@ -24,8 +24,8 @@ def task_info(spec: TaskSpec) -> pb.TaskInfo:
     )
 
 
-def environment_info(catalog: Catalog) -> pb.EnvironmentInfo:
-    """`Catalog` -> `EnvironmentInfo`."""
+def environment_info(catalog: KindCatalog) -> pb.EnvironmentInfo:
+    """`KindCatalog` -> `EnvironmentInfo`."""
     caps = catalog.capabilities
     return pb.EnvironmentInfo(
         name=catalog.name,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from envhub.core import errors
-from envhub.server.catalog import Catalog
+from envhub.server.catalog import KindCatalog
 from envhub.server.metrics import Metrics
 from envhub.server.sessions import SessionTable
 from envhub.server.worker_handle import Worker
@@ -36,7 +36,7 @@ class WorkerPool:
             env: [Worker(env, index, self._on_death, dict(configs.get(env, {})), workers) for index in range(workers)]
             for env in environments
         }
-        self.catalogs: dict[str, Catalog] = {}
+        self.catalogs: dict[str, KindCatalog] = {}
         self._restarts: set[asyncio.Task[None]] = set()
         self._stopping = False
 
@@ -56,7 +56,7 @@ class WorkerPool:
             raise errors.failed_precondition("two of the environments served have the same name", "ENVIRONMENT_START")
         self._workers = by_name
 
-    def catalog(self, environment: str) -> Catalog:
+    def catalog(self, environment: str) -> KindCatalog:
         """The catalog of a hosted kind; INVALID_ARGUMENT (UNKNOWN_ENVIRONMENT) otherwise."""
         catalog = self.catalogs.get(environment)
         if catalog is None:

@@ -27,7 +27,7 @@ from envhub.core.status import STREAM_ADMITTED, to_rpc_status, to_status
 from envhub.server import convert
 from envhub.server import worker_ops as ops
 from envhub.server.auth import caller
-from envhub.server.catalog import Catalog
+from envhub.server.catalog import KindCatalog
 from envhub.server.config import ServerConfig
 from envhub.server.metrics import Metrics
 from envhub.server.pool import WorkerPool
@@ -52,7 +52,7 @@ _PAGE_TOKEN = re.compile(r"[1-9][0-9]{0,9}")
 """What this server issues as `next_page_token`: a positive decimal offset, ASCII, no padding."""
 
 
-def _resolve(catalog: Catalog, selector: pb.TaskSelector) -> TaskSpec:
+def _resolve(catalog: KindCatalog, selector: pb.TaskSelector) -> TaskSpec:
     which = selector.WhichOneof("selector")
     if which == "task_id":
         return catalog.task(selector.task_id)
@@ -382,11 +382,11 @@ class EnvHubService:
         return pb.CloseSessionResponse()
 
     async def _expert(self, request: pb.GetExpertActionsRequest, context: Context) -> pb.GetExpertActionsResponse:
-        actions = await self._on_session(context, request.session_id, ops.Expert(request.session_id))
+        actions = await self._on_session(context, request.session_id, ops.ExpertActions(request.session_id))
         return pb.GetExpertActionsResponse(actions=actions)
 
     async def _snapshot(self, request: pb.CreateSnapshotRequest, context: Context) -> pb.CreateSnapshotResponse:
-        state = await self._on_session(context, request.session_id, ops.Snapshot(request.session_id))
+        state = await self._on_session(context, request.session_id, ops.TakeSnapshot(request.session_id))
         return pb.CreateSnapshotResponse(
             snapshot=self._signer.sign(state),
             step_index=state.step_index,

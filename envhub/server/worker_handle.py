@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from envhub.core import errors
 from envhub.server import worker_ops as ops
-from envhub.server.catalog import Catalog
+from envhub.server.catalog import KindCatalog
 from envhub.server.worker_process import worker_main
 
 R = TypeVar("R")
@@ -82,7 +82,7 @@ class Worker:
         """Sort key for placement: sessions held, then calls in flight."""
         return (len(self.sessions), len(self._pending))
 
-    async def start(self) -> Catalog:
+    async def start(self) -> KindCatalog:
         """Spawn the process and wait for its catalog; raises EnvhubError if the kind fails to start."""
         if self._process is not None:  # a restart: reap the dead process
             self._process.kill()
@@ -97,7 +97,7 @@ class Worker:
         process.start()
         child_conn.close()
         self._conn, self._process = parent_conn, process
-        ready: asyncio.Future[Catalog] = asyncio.get_running_loop().create_future()
+        ready: asyncio.Future[KindCatalog] = asyncio.get_running_loop().create_future()
         self._pending[_READY] = ready
         asyncio.get_running_loop().add_reader(parent_conn.fileno(), self._on_readable)
         self.alive = True

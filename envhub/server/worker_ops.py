@@ -91,14 +91,14 @@ class Close(Op[None]):
 
 
 @dataclass(frozen=True)
-class Expert(Op[tuple[str, ...]]):
+class ExpertActions(Op[tuple[str, ...]]):
     """The expert's next action(s) for a session."""
 
     session_id: str
 
 
 @dataclass(frozen=True)
-class Snapshot(Op[SessionState]):
+class TakeSnapshot(Op[SessionState]):
     """A session's state, to be signed by the server."""
 
     session_id: str

@@ -1,7 +1,7 @@
 """The worker side of the pipe: one environment kind, many `Session`s, one `Op` at a time.
 
 `worker_main` runs in a child process. Its first message is a `Reply` holding the kind's
-`Catalog` (or the error that stopped it); then every message is a `(call_id, Op)` (see
+`KindCatalog` (or the error that stopped it); then every message is a `(call_id, Op)` (see
 `envhub.server.worker_ops`), answered by a `(call_id, Reply)`. Operations are applied one by
 one, in arrival order, on the worker's main thread, so this is where a step's
 `expected_step_index` and the remembered answer to a repeated `request_id` are checked: a
@@ -34,7 +34,7 @@ from envhub.core.environment import EnvironmentKind, TaskSpec
 from envhub.core.registry import build_kind
 from envhub.core.session import Session
 from envhub.server import worker_ops as ops
-from envhub.server.catalog import Catalog
+from envhub.server.catalog import KindCatalog
 from envhub.server.lanes import Lanes
 from envhub.server.preparer import Preparer
 
@@ -55,7 +55,7 @@ class WorkerState:
 
     def __init__(self, kind: EnvironmentKind) -> None:
         self.kind = kind
-        self.catalog = Catalog.of(kind)
+        self.catalog = KindCatalog.of(kind)
         self.sessions: dict[str, Session] = {}
         self._last: dict[str, _Remembered] = {}
         self.preparing: set[str] = set()
@@ -67,8 +67,8 @@ class WorkerState:
             ops.Step: self.step,
             ops.StepMany: self.step_many,
             ops.Close: self.close,
-            ops.Expert: self.expert,
-            ops.Snapshot: self.snapshot,
+            ops.ExpertActions: self.expert,
+            ops.TakeSnapshot: self.snapshot,
             ops.Restore: self.restore,
             ops.Fork: self.fork,
         }
@@ -180,10 +180,10 @@ class WorkerState:
         del self.sessions[op.session_id]
         self._last.pop(op.session_id, None)
 
-    def expert(self, op: ops.Expert) -> tuple[str, ...]:
+    def expert(self, op: ops.ExpertActions) -> tuple[str, ...]:
         return tuple(self._session(op.session_id).expert_actions())
 
-    def snapshot(self, op: ops.Snapshot) -> Any:
+    def snapshot(self, op: ops.TakeSnapshot) -> Any:
         return self._session(op.session_id).state()
 
     def restore(self, op: ops.Restore) -> ops.View:

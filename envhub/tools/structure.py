@@ -80,9 +80,9 @@ def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def graph(found: Mapping[str, Path], runtime: bool = False) -> dict[str, set[str]]:
-    """Module -> the modules of `found` it imports."""
-    edges: dict[str, set[str]] = {name: set() for name in found}
+def imported(found: Mapping[str, Path], runtime: bool = False) -> dict[str, set[str]]:
+    """Module -> every module it names in an import (inside `found` or not, e.g. "grpc")."""
+    names: dict[str, set[str]] = {name: set() for name in found}
     for name, path in found.items():
         for node in _imports(_parse(path), runtime):
             if isinstance(node, ast.Import):
@@ -90,8 +90,15 @@ def graph(found: Mapping[str, Path], runtime: bool = False) -> dict[str, set[str
             else:
                 source = _absolute(name, path.name == "__init__.py", node)
                 targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in found else source for a in node.names]
-            edges[name].update(target for target in targets if target in found and target != name)
-    return edges
+            names[name].update(target for target in targets if target != name)
+    return names
+
+
+def graph(found: Mapping[str, Path], runtime: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules of `found` it imports."""
+    return {
+        name: {target for target in targets if target in found} for name, targets in imported(found, runtime).items()
+    }
 
 
 def circles(edges: Mapping[str, set[str]]) -> list[list[str]]:
@@ -187,15 +194,19 @@ def _name_callers(found: Mapping[str, Path]) -> dict[str, int]:
         callers.update(more)
 
 
+def _named_method(node: ast.AST, callers: Mapping[str, int]) -> tuple[str, ast.expr] | None:
+    """For a call of `getattr` or of one of `callers`: the function's name and the argument naming the method."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)):
+        return None
+    called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+    position = 1 if called == "getattr" else callers.get(called)
+    return (called, node.args[position]) if position is not None and len(node.args) > position else None
+
+
 def _calls_by_name(node: ast.AST, callers: Mapping[str, int]) -> bool:
     """`node` is `getattr(x, method)` or a call passing the name `method` on to one of `callers`."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)):
-        return False
-    called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
-    if called == "getattr":
-        return len(node.args) > 1 and _names_a_method(node.args[1])
-    position = callers.get(called)
-    return position is not None and len(node.args) > position and _names_a_method(node.args[position])
+    named = _named_method(node, callers)
+    return named is not None and _names_a_method(named[1])
 
 
 def _is_dispatch(node: ast.AST, callers: Mapping[str, int]) -> bool:
@@ -204,14 +215,13 @@ def _is_dispatch(node: ast.AST, callers: Mapping[str, int]) -> bool:
         return any(_names_a_method(operand) for operand in [node.left, *node.comparators])
     if isinstance(node, ast.Subscript):
         return isinstance(node.value, ast.Name) and node.value.id.isupper() and _names_a_method(node.slice)
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)):
+    named = _named_method(node, callers)
+    if named is None:
         return False
-    called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+    called, argument = named
     if called == "getattr":
-        return len(node.args) > 1 and _names_a_method(node.args[1])
-    position = callers.get(called)
-    named = node.args[position] if position is not None and len(node.args) > position else None
-    return isinstance(named, ast.Constant) and isinstance(named.value, str)
+        return _names_a_method(argument)
+    return isinstance(argument, ast.Constant) and isinstance(argument.value, str)
 
 
 def dispatch_report(found: Mapping[str, Path]) -> list[str]:

@@ -68,11 +68,11 @@ def test_async_client_plays_and_raises_envhub_errors(replicas: list[BackgroundSe
             environments = await client.list_environments()
             assert await client.replica_id() == replicas[0].replica_id and environments[0].name == "scienceworld"
             start = await client.create_session("scienceworld", task=TaskRef(split="train", index=0), admissible=True)
-            assert start.task.task_id == "boil/0" and start.observation.admissible_actions
+            assert start.task.task_id == "boil/0" and start.view.admissible
             results = await asyncio.gather(*(client.step(start.session_id, "look around") for _ in range(3)))
-            assert [result.observation.step_index for result in results] == [1, 2, 3]  # pipelined, in order
+            assert [result.step_index for result in results] == [1, 2, 3]  # pipelined, in order
             [fork] = await client.fork(start.session_id)
-            assert (await client.step(fork, "inventory")).observation.step_index == 4
+            assert (await client.step(fork, "inventory")).step_index == 4
             with pytest.raises(EnvhubError) as caught:
                 await client.step(start.session_id, "")
             assert caught.value.reason == "EMPTY_ACTION"

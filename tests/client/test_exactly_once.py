@@ -67,8 +67,8 @@ def test_a_step_whose_reply_is_lost_is_retried_and_applied_once(server: Backgrou
         start = client.create_session("toy", "train-count/0", max_steps=10 * STEPS)
         for index in range(STEPS):
             result = client.step(start.session_id, "inc")
-            assert result.observation.step_index == index + 1  # each step applied exactly once
-        assert result.observation.text == f"train-count/0 seed 0: {STEPS}"
+            assert result.step_index == index + 1  # each step applied exactly once
+        assert result.text == f"train-count/0 seed 0: {STEPS}"
         assert losing.lost > STEPS // 4  # the retries really happened
         client.close_session(start.session_id)
 

@@ -25,10 +25,10 @@ TURNS = 8
 TASKS = [f"valid_seen/{index:05d}" for index in range(EPISODES)]
 
 
-def reference(target: str) -> tuple[list[list[str]], list[list[types.StepResult]]]:
+def reference(target: str) -> tuple[list[list[str]], list[list[types.EnvView]]]:
     """Expert actions and the results of each episode on one undisturbed server."""
     actions: list[list[str]] = []
-    results: list[list[types.StepResult]] = []
+    results: list[list[types.EnvView]] = []
     with EnvhubClient(target) as client:
         for task in TASKS:
             session = client.create_session("alfworld", task, seed=7).session_id
@@ -64,7 +64,7 @@ def test_episodes_survive_a_drained_and_a_killed_replica(monkeypatch: pytest.Mon
 
         drained = by_replica[sessions[0].split(".", 1)[0]]
         killed = by_replica[next(s for s in sessions if by_replica[s.split(".", 1)[0]] is not drained).split(".", 1)[0]]
-        got: list[list[types.StepResult]] = [[] for _ in TASKS]
+        got: list[list[types.EnvView]] = [[] for _ in TASKS]
         for turn in range(TURNS):
             if turn == 2:
                 drained.process.send_signal(signal.SIGTERM)
@@ -76,7 +76,7 @@ def test_episodes_survive_a_drained_and_a_killed_replica(monkeypatch: pytest.Mon
 
         for episode in range(EPISODES):
             assert got[episode] == expected[episode], f"episode {episode} differs from the undisturbed run"
-            indices = [result.observation.step_index for result in got[episode]]
+            indices = [result.step_index for result in got[episode]]
             assert indices == list(range(1, len(expected[episode]) + 1)), f"episode {episode}: steps {indices}"
         assert transport.recoveries >= 2, "both failed replicas owned sessions that had to move"
         assert drained.process.wait(timeout=60) == 0, "a drained replica exits 0"
@@ -129,8 +129,8 @@ def test_sessions_of_a_draining_replica_move_by_a_fresh_snapshot_without_replay(
         wait_until_draining(leaving.target)
         results = [client.step(session, "count") for session in sessions]
 
-        assert [result.observation.step_index for result in results] == [4] * 4
-        assert [result.observation.text for result in results] == [f"train-count/{i} seed 0: 4" for i in range(4)]
+        assert [result.step_index for result in results] == [4] * 4
+        assert [result.text for result in results] == [f"train-count/{i} seed 0: 4" for i in range(4)]
         assert (transport.migrations, transport.recoveries) == (2, 2), "moved by fresh snapshots, nothing replayed"
         assert leaving.process.wait(timeout=60) == 0, "its sessions moved away, the drained replica exits"
         for session in sessions:

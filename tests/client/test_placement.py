@@ -19,7 +19,7 @@ import grpc
 import pytest
 
 from envhub.bench.procs import ServerProcess
-from envhub.client import EnvhubClient, EnvhubError, RetryPolicy, StepResult
+from envhub.client import EnvhubClient, EnvhubError, EnvView, RetryPolicy
 from envhub.client.endpoints import Discovery
 from envhub.client.failover import FailoverTransport
 from envhub.client.pool_transport import PoolTransport
@@ -57,7 +57,7 @@ def test_new_sessions_skip_a_killed_and_a_draining_replica_until_none_is_left(tm
         sessions = [client.create_session("toy", TASK).session_id for _ in range(4)]
         assert {owner(session) for session in sessions} == {replica[live.target]}
         assert transport.pool.retired == {replica[draining.target], replica[killed.target]}
-        assert [client.step(session, "count").observation.step_index for session in sessions] == [1] * 4
+        assert [client.step(session, "count").step_index for session in sessions] == [1] * 4
 
         live.process.kill()
         live.process.wait(timeout=60)
@@ -66,7 +66,7 @@ def test_new_sessions_skip_a_killed_and_a_draining_replica_until_none_is_left(tm
         assert (none_left.value.code, none_left.value.reason) == (grpc.StatusCode.UNAVAILABLE, "NO_REPLICA_LEFT")
 
         gate.release()
-        assert isinstance(in_flight.outcome(), StepResult)
+        assert isinstance(in_flight.outcome(), EnvView)
         assert draining.process.wait(timeout=60) == 0
 
 
@@ -97,7 +97,7 @@ def test_a_replica_that_appears_later_takes_new_sessions_after_refresh_s() -> No
             clock.now = 30.0
             added = owner(client.create_session("toy", TASK).session_id)
             assert added != original and set(pool.replicas) == {original, added}
-            assert owner(kept) == original and client.step(kept, "count").observation.step_index == 1
+            assert owner(kept) == original and client.step(kept, "count").step_index == 1
 
             pool.retire(original)  # as after a failed call; the replica still answers
             assert owner(client.create_session("toy", TASK).session_id) == added
@@ -148,4 +148,4 @@ def test_a_new_session_whose_replica_dies_before_its_first_snapshot_is_placed_ag
             session = client.create_session("toy", TASK).session_id
             assert dying.process.returncode is not None, "the first placement went to the replica that died"
             assert owner(session) == second and transport.pool.retired == {first}
-            assert client.step(session, "count").observation.step_index == 1
+            assert client.step(session, "count").step_index == 1

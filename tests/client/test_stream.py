@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from envhub.client import AsyncEnvhubClient, EnvhubClient, EnvhubError, EnvhubPool, RetryPolicy, StepResult, TaskRef
+from envhub.client import AsyncEnvhubClient, EnvhubClient, EnvhubError, EnvhubPool, EnvView, RetryPolicy, TaskRef
 from envhub.client.stream import StreamTransport
 from envhub.server.background import BackgroundServer
 from envhub.testing import REFERENCE, Gate
@@ -37,15 +37,15 @@ def test_stream_results_equal_unary_results(server: BackgroundServer, client: En
     async def scenario() -> None:
         async with AsyncEnvhubClient(server.target) as aio, aio.stream() as stream:
             start = await stream.create_session("scienceworld", task="boil/0", seed=4, admissible=True)
-            assert (start.task, start.observation) == (unary.task, unary.observation)
+            assert (start.task, start.view) == (unary.task, unary.view)
             got = [await stream.step(start.session_id, a, admissible=i == 2) for i, a in enumerate(ACTIONS)]
             assert got == want
-            assert got[2].observation.admissible_actions and got[3].observation.admissible_actions is None
+            assert got[2].admissible and got[3].admissible is None
             reset = await stream.reset_session(start.session_id, task=TaskRef(split="dev", index=1), seed=2)
-            assert (reset.session_id, reset.task, reset.observation) == (
+            assert (reset.session_id, reset.task, reset.view) == (
                 start.session_id,
                 want_reset.task,
-                want_reset.observation,
+                want_reset.view,
             )
             await stream.close_session(start.session_id)
 
@@ -72,7 +72,7 @@ def test_errors_are_per_request_and_match_unary_errors(server: BackgroundServer,
                 return_exceptions=True,
             )
             assert [(e.code, e.reason) for e in outcomes[:3] if isinstance(e, EnvhubError)] == unary_errors
-            assert isinstance(outcomes[3], StepResult) and outcomes[3].observation.step_index == 1
+            assert isinstance(outcomes[3], EnvView) and outcomes[3].step_index == 1
             with pytest.raises(EnvhubError) as caught:  # an answer that never comes in time
                 await stream.reset_session(session_id, timeout=0.001)
             assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -80,7 +80,7 @@ def test_errors_are_per_request_and_match_unary_errors(server: BackgroundServer,
             with pytest.raises(EnvhubError) as caught:
                 await stream.close_session(session_id)
             assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
-            assert (await stream.create_session("scienceworld", task="boil/0")).observation.step_index == 0
+            assert (await stream.create_session("scienceworld", task="boil/0")).view.step_index == 0
 
     asyncio.run(scenario())
 
@@ -97,8 +97,8 @@ def test_many_sessions_interleave_on_one_stream(server: BackgroundServer) -> Non
             assert isinstance(stream.transport, StreamTransport) and stream.transport.pending == 0
             by_session = [results[index :: len(starts)] for index in range(len(starts))]
             for steps in by_session:
-                assert [step.observation.step_index for step in steps] == [1, 2, 3, 4]
-                assert [step.observation.text for step in steps] == [s.observation.text for s in by_session[0]]
+                assert [step.step_index for step in steps] == [1, 2, 3, 4]
+                assert [step.text for step in steps] == [s.text for s in by_session[0]]
             await asyncio.gather(*(stream.close_session(s.session_id) for s in starts))
 
     asyncio.run(scenario())
@@ -120,7 +120,7 @@ def test_step_many_on_the_sync_client_and_the_pool(server: BackgroundServer, cli
     with pytest.raises(EnvhubError) as caught:
         client.step_many([(sessions[2], ACTIONS[1]), (sessions[2], "")])
     assert caught.value.reason == "EMPTY_ACTION"
-    assert client.step(sessions[2], "look around").observation.step_index == 3  # the good step ran
+    assert client.step(sessions[2], "look around").step_index == 3  # the good step ran
     for session_id in (*sessions, reference):
         client.close_session(session_id)
 

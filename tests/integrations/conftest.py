@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envhub.integrations.episodes import EnvView
+from envhub.client import EnvView
 from envhub.integrations.text import render_turn
 
 SERVER_PYTHON = os.environ.get("ENVHUB_SERVER_PYTHON") or sys.executable

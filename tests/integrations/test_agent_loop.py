@@ -11,9 +11,9 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from envhub.client import Sessions
 from envhub.integrations.agent_loop import play_episode
 from envhub.integrations.batching import StepBatcher
-from envhub.integrations.episodes import Episodes
 
 
 class _TinyServer:
@@ -52,7 +52,7 @@ class _Expert:
 
 def test_concurrent_agent_loops_play_envhub_episodes(alfworld_target: str, tiny: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(tiny)
-    episodes = Episodes(alfworld_target, "alfworld")
+    episodes = Sessions.connect(alfworld_target, "alfworld")
     first = episodes.start("train/00000")
     plan, turn = [], first
     while not turn.done:

@@ -6,17 +6,16 @@ import asyncio
 
 import pytest
 
-from envhub.client import EnvhubError
+from envhub.client import EnvhubError, Sessions
 from envhub.integrations.batching import StepBatcher
-from envhub.integrations.episodes import Episodes
 
 
 @pytest.fixture
-def episodes(alfworld_target: str) -> Episodes:
-    return Episodes(alfworld_target, "alfworld")
+def episodes(alfworld_target: str) -> Sessions:
+    return Sessions.connect(alfworld_target, "alfworld")
 
 
-def test_steps_parked_in_one_loop_pass_share_one_round(episodes: Episodes) -> None:
+def test_steps_parked_in_one_loop_pass_share_one_round(episodes: Sessions) -> None:
     sessions = [episodes.start(f"train/{i:05d}").session_id for i in range(3)]
     batcher = StepBatcher(episodes)
 

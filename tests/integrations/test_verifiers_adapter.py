@@ -22,13 +22,13 @@ import verifiers.v1 as vf
 from verifiers.v1.trace import AgentInfo, TraceTask
 from verifiers.v1.types import AssistantMessage
 
-from envhub.integrations.episodes import Episodes
-from envhub.integrations.verifiers import EnvhubEnv, EnvhubEnvConfig, EnvhubTasksetConfig
+from envhub.client import Sessions
+from envhub.integrations.verifiers import EnvhubEnvConfig, EnvhubTasksetConfig, EnvhubVerifiersEnv
 
 
 def _plan(target: str, task_id: str) -> list[str]:
     """The environment expert's winning actions for `task_id` (seed 0), played on its own session."""
-    episodes = Episodes(target, "alfworld")
+    episodes = Sessions.connect(target, "alfworld")
     turn = episodes.start(task_id)
     plan = []
     while not turn.done:
@@ -73,7 +73,7 @@ class _Agents:
 
 def test_env_plays_envhub_episodes_resolved_by_plugin_id(alfworld_target: str) -> None:
     config = EnvhubEnvConfig(taskset=EnvhubTasksetConfig(id="envhub-verifiers", target=alfworld_target))
-    env = EnvhubEnv(config)
+    env = EnvhubVerifiersEnv(config)
     tasks = list(env.taskset.take(2))
     assert [t.data.name for t in tasks] == ["train/00000", "train/00001"]
     plans = [_plan(alfworld_target, t.data.name) for t in tasks]

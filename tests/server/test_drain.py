@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from envhub.bench.procs import ServerProcess
-from envhub.client import EnvhubClient, EnvhubError, RetryPolicy, StepResult
+from envhub.client import EnvhubClient, EnvhubError, EnvView, RetryPolicy
 from envhub.server.background import BackgroundServer
 from envhub.testing import REFERENCE, Gate, InFlight, wait_until_draining
 
@@ -36,8 +36,8 @@ def test_sigterm_drains_in_flight_calls_then_exits_zero(tmp_path: Path) -> None:
         assert (refused.value.code, refused.value.reason) == (grpc.StatusCode.UNAVAILABLE, "DRAINING")
         gate.release()
         result = in_flight.outcome()
-        assert isinstance(result, StepResult), result
-        assert result.observation.step_index == 1
+        assert isinstance(result, EnvView), result
+        assert result.step_index == 1
         assert server.process.wait(timeout=60) == 0
 
 

@@ -101,7 +101,7 @@ def test_deadline_is_honoured_and_session_survives(server: BackgroundServer, tls
         with pytest.raises(EnvhubError) as caught:
             client.step(start.session_id, "look around", timeout=0.001)
         assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-        assert client.step(start.session_id, "look around").observation.step_index >= 1
+        assert client.step(start.session_id, "look around").step_index >= 1
         client.close_session(start.session_id)
 
 
@@ -124,5 +124,5 @@ def test_dead_worker_loses_its_sessions_and_is_restarted(server: BackgroundServe
     with pytest.raises(EnvhubError) as caught:  # still known as lost (its tombstone), not as a mistyped id
         client.step(start.session_id, "look around")
     assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "SESSION_LOST")
-    assert client.step(fresh.session_id, "look around").observation.step_index == 1
+    assert client.step(fresh.session_id, "look around").step_index == 1
     client.close_session(fresh.session_id)

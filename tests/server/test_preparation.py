@@ -38,14 +38,14 @@ def test_a_step_completes_while_a_slow_create_on_the_same_worker_is_in_flight(tm
         creating.start()
         gate.wait_entered()  # the create is being prepared, and cannot finish before the release
         stepped = client.step(other, "inc")
-        assert stepped.observation.step_index == 1
+        assert stepped.step_index == 1
         assert not created  # the step did not wait for the create
         gate.release()
         creating.join(timeout=60)
         [session] = created
-        assert client.step(session.session_id, "inc").observation.step_index == 1
+        assert client.step(session.session_id, "inc").step_index == 1
         again = client.create_session("toy", SLOW)  # prepared now: no gate to pass
-        assert again.observation.step_index == 0
+        assert again.view.step_index == 0
 
 
 def test_a_create_closed_while_its_task_is_prepared_never_starts(tmp_path: Path) -> None:
@@ -81,4 +81,4 @@ def test_a_create_that_outlives_its_deadline_in_preparation_leaves_no_session(tm
         [error] = failed
         assert isinstance(error, EnvhubError) and error.code == grpc.StatusCode.DEADLINE_EXCEEDED
         gate.release()
-        assert client.create_session("toy", SLOW).observation.step_index == 0  # the worker serves on
+        assert client.create_session("toy", SLOW).view.step_index == 0  # the worker serves on

@@ -55,16 +55,16 @@ def test_episode_over_grpc_equals_in_process(client: EnvhubClient) -> None:
     try:
         local = Session.start(kind, kind.task("boil/0"), seed=3)
         remote = client.create_session("scienceworld", task="boil/0", seed=3, admissible=True)
-        assert remote.observation.text == local.observation.text
-        assert remote.observation.task_description == local.observation.task_description
-        assert set(remote.observation.admissible_actions or ()) == set(local.admissible_actions())
+        assert remote.view.text == local.observation.text
+        assert remote.view.task_description == local.observation.task_description
+        assert set(remote.view.admissible or ()) == set(local.admissible_actions())
         for action in [*ACTIONS["boil/0"], "not a real action", "focus on thermometer"]:
             want = local.step(action)
             got = client.step(remote.session_id, action)
-            assert got.observation.text == want.result.observation.text
+            assert got.text == want.result.observation.text
             assert (got.reward, got.terminated, got.won) == (want.result.reward, want.done, want.result.won)
-            assert got.observation.score == want.result.observation.score
-            assert got.observation.step_index == want.step_index
+            assert got.score == want.result.observation.score
+            assert got.step_index == want.step_index
         assert got.terminated  # focusing on the wrong thing ends a ScienceWorld episode
         client.close_session(remote.session_id)
         local.close()
@@ -89,7 +89,7 @@ def test_replay_divergence_is_reported_over_the_wire(client: EnvhubClient) -> No
         client.restore(forged.SerializeToString())
     assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION and caught.value.reason == "REPLAY_DIVERGED"
     assert caught.value.metadata["step"] == "1"
-    assert client.step(start.session_id, "go to kitchen").observation.text  # nothing else changed
+    assert client.step(start.session_id, "go to kitchen").text  # nothing else changed
     client.close_session(start.session_id)
 
 

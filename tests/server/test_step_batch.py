@@ -41,8 +41,8 @@ def test_a_batch_steps_sessions_on_every_worker_like_unary_steps(client: EnvhubC
     want = [client.step(reference, "inc") for _ in range(3)]
     for turn in range(3):
         results = client.step_many([(session_id, "inc") for session_id in sessions])
-        assert [r.observation.step_index for r in results] == [turn + 1] * 8
-        assert [r.observation.text.split(":")[-1] for r in results] == [want[turn].observation.text.split(":")[-1]] * 8
+        assert [r.step_index for r in results] == [turn + 1] * 8
+        assert [r.text.split(":")[-1] for r in results] == [want[turn].text.split(":")[-1]] * 8
     for session_id in (*sessions, reference):
         client.close_session(session_id)
 
@@ -63,13 +63,13 @@ def test_failed_steps_answer_in_their_place_and_the_batch_goes_on(client: Envhub
         ],
         return_errors=True,
     )
-    reasons = [a.reason if isinstance(a, EnvhubError) else a.observation.step_index for a in answers]
+    reasons = [a.reason if isinstance(a, EnvhubError) else a.step_index for a in answers]
     assert reasons == [1, "SESSION_NOT_FOUND", "EMPTY_ACTION", "ACTION_TOO_LONG", "SESSION_NOT_FOUND", 1, 2]
     assert answers[1].code == grpc.StatusCode.NOT_FOUND
     with pytest.raises(EnvhubError) as caught:
         client.step_many([(sessions[0], "inc"), (sessions[0], "")])
     assert caught.value.reason == "EMPTY_ACTION"
-    assert client.step(sessions[0], "inc").observation.step_index == 3  # the good step of that batch ran
+    assert client.step(sessions[0], "inc").step_index == 3  # the good step of that batch ran
     for session_id in sessions:
         client.close_session(session_id)
 
@@ -90,7 +90,7 @@ def test_expected_step_index_and_request_ids_apply_per_step(server: BackgroundSe
         with pytest.raises(grpc.RpcError) as caught:
             stub.StepBatch(too_many)
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert client.step(first, "inc").observation.step_index == 2
+    assert client.step(first, "inc").step_index == 2
     for session_id in (first, second):
         client.close_session(session_id)
 
@@ -131,7 +131,7 @@ def test_a_batch_whose_reply_is_lost_is_resent_and_applied_once(server: Backgrou
         sessions = _sessions(client, 6)
         for turn in range(5):
             results = client.step_many([(session_id, "inc") for session_id in sessions])
-            assert [r.observation.step_index for r in results] == [turn + 1] * 6
+            assert [r.step_index for r in results] == [turn + 1] * 6
         assert losing.lost == 5
         for session_id in sessions:
             client.close_session(session_id)
@@ -143,13 +143,13 @@ def test_the_pool_and_the_asyncio_client_route_batches(server: BackgroundServer,
         elsewhere = [pool.create_session("toy", TASK).session_id for _ in range(4)]
         mixed = [s for pair in zip(sessions, elsewhere, strict=True) for s in pair] + ["gone.1"]
         answers = pool.step_many([(session_id, "inc") for session_id in mixed], return_errors=True)
-        assert [a.observation.step_index for a in answers[:-1]] == [1] * 8
+        assert [a.step_index for a in answers[:-1]] == [1] * 8
         assert isinstance(answers[-1], EnvhubError) and answers[-1].reason == "UNKNOWN_REPLICA"
 
     async def scenario() -> list[Any]:
         async with AsyncEnvhubClient(server.target) as aio:
             return list(await aio.step_many([(session_id, "inc") for session_id in sessions]))
 
-    assert [r.observation.step_index for r in asyncio.run(scenario())] == [2] * 4
+    assert [r.step_index for r in asyncio.run(scenario())] == [2] * 4
     for session_id in sessions:
         client.close_session(session_id)

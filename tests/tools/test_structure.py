@@ -101,3 +101,20 @@ def test_envhub_has_no_import_circle_and_no_method_name_dispatch() -> None:
     found = structure.modules(ROOT, ["envhub"])
     assert structure.circle_report(found) == []
     assert structure.dispatch_report(found) == []
+
+
+def test_the_trainer_reaches_envhub_through_its_client_only() -> None:
+    """No grpc and no envhub module but `envhub.client` in trainer/, except in the one local-server helper."""
+    helper = "trainer.rollout.local_server"
+    outside = {
+        (module, name)
+        for module, names in structure.imported(structure.modules(ROOT, ["trainer"])).items()
+        for name in names
+        if name.split(".")[0] == "grpc"
+        or (name.split(".")[0] == "envhub" and not name.startswith("envhub.client") and module != helper)
+    }
+    assert outside == set()
+
+
+def test_no_two_public_classes_of_envhub_and_the_trainer_share_a_name() -> None:
+    assert structure.names_report(structure.modules(ROOT, ["envhub", "trainer"])) == []

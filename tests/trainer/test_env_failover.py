@@ -13,15 +13,15 @@ def test_failover_snapshot_every_puts_the_env_port_over_every_replica_with_failo
     sections = {"objective": {"name": "grpo"}, "models": {"teacher": None}}
     with ServerProcess("alfworld") as server:
         plain = make_env_port(config_from_dict(sections), server.target)
-        assert not isinstance(plain.client.transport, FailoverTransport)  # type: ignore[attr-defined]
-        plain.client.close()  # type: ignore[attr-defined]
+        assert not isinstance(plain.client.transport, FailoverTransport)
+        plain.client.close()
 
         config = config_from_dict({**sections, "env": {"failover_snapshot_every": 2}})
         port = make_env_port(config, f"dns:///localhost:{server.port}")
-        transport = port.client.transport  # type: ignore[attr-defined]
+        transport = port.client.transport
         assert isinstance(transport, FailoverTransport) and transport.snapshot_every == 2
         assert len(transport.pool.replicas) == 1
-        view = port.create("valid_seen/00000", seed=7, max_steps=10, admissible=False)
+        view = port.start("valid_seen/00000", seed=7, max_steps=10)
         assert transport._sessions[view.session_id].snapshot is not None, "a tracked session, snapshot held"
-        port.close(view.session_id)
-        port.client.close()  # type: ignore[attr-defined]
+        port.end(view.session_id)
+        port.client.close()

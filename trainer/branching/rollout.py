@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Sequence
 
-from envhub.integrations.episodes import EnvView
+from envhub.client import EnvView
 from trainer.branching.select import ForkConfig, ForkPoint, MainTokens, flatten_turns, select_forks
 from trainer.prompts import PastStep
 from trainer.rollout.group import Episode, GroupRollout, Resume, RolloutStats, SamplingSettings, shorten
@@ -96,8 +96,7 @@ class BranchRollout:
         turn = main.turns[fork.turn]
         if turn.snapshot is None:
             raise ValueError("the main trajectory has no snapshot at its turns: set rollout.snapshots: true")
-        settings = self.group.settings
-        restored = self.group.port.restore(turn.snapshot, admissible=settings.admissible)
+        restored = self.group.port.restore(turn.snapshot)
         count = self.config.continuations
         ids = [restored.session_id, *(self.group.port.fork(restored.session_id, count - 1) if count > 1 else [])]
         past = [

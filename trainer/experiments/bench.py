@@ -96,11 +96,11 @@ def bench_rollout(
     model_dir: str | Path, address: str, repeats: int, sessions: int = 8, turns: int = 4
 ) -> dict[str, float]:
     """Turns/s of one `GroupRollout` over `sessions` sessions versus the same sessions one at a time."""
-    from envhub.client import EnvhubClient
+    from envhub.client import EnvhubClient, Sessions
     from trainer.backends.hf import HFBackend
     from trainer.models.loading import load_tokenizer
     from trainer.prompts import PromptRenderer
-    from trainer.rollout import ClientEnvPort, GroupRollout, RolloutSettings, SamplingSettings
+    from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings
     from trainer.workers import STOP_STRINGS
 
     tokenizer = load_tokenizer(model_dir)
@@ -108,7 +108,7 @@ def bench_rollout(
     renderer = PromptRenderer("alfworld", style="compact")
     sampling = SamplingSettings(max_new_tokens=16, seed=0)
     with EnvhubClient(address) as client:
-        port = ClientEnvPort(client, "alfworld")
+        port = Sessions(client, "alfworld")
         tasks = [(task_id, 0) for task_id in port.task_ids("train")[: sessions // 2]]
 
         def run(group: int, concurrency: int, chunks: list[list[tuple[str, int]]]) -> int:

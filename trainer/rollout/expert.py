@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from envhub.client import SessionPort
 from trainer.prompts import PastStep, PromptRenderer, PromptState, encode_user_turn
-from trainer.rollout.envport import EnvPort
 
 
 @dataclass
@@ -21,10 +21,10 @@ class ExpertEpisode:
     won: bool = False
 
 
-def play_expert(port: EnvPort, task_id: str, *, seed: int, max_turns: int, admissible: bool = True) -> ExpertEpisode:
+def play_expert(port: SessionPort, task_id: str, *, seed: int, max_turns: int) -> ExpertEpisode:
     """Follow the expert's next action until the episode ends (or it has no action)."""
     episode = ExpertEpisode(task_id)
-    view = port.create(task_id, seed=seed, max_steps=max_turns, admissible=admissible)
+    view = port.start(task_id, seed=seed, max_steps=max_turns)
     task = view.task_description
     past: list[PastStep] = []
     try:
@@ -32,20 +32,20 @@ def play_expert(port: EnvPort, task_id: str, *, seed: int, max_turns: int, admis
             plan = port.expert(view.session_id)
             if not plan:
                 break
-            episode.states.append(PromptState(task, view.text, view.admissible, list(past)))
+            episode.states.append(PromptState(task, view.text, view.admissible or (), list(past)))
             episode.actions.append(plan[0])
             past.append(PastStep(view.text, plan[0]))
-            view = port.step(view.session_id, plan[0], admissible=admissible, timeout=30.0)
+            view = port.step(view.session_id, plan[0], timeout=30.0)
             if view.won or view.terminated or view.truncated:
                 episode.won = view.won
                 break
     finally:
-        port.close(view.session_id)
+        port.end(view.session_id)
     return episode
 
 
 def collect_expert(
-    port: EnvPort, task_ids: Sequence[str], *, max_turns: int = 30, seed: int = 0, threads: int = 8
+    port: SessionPort, task_ids: Sequence[str], *, max_turns: int = 30, seed: int = 0, threads: int = 8
 ) -> list[ExpertEpisode]:
     """Expert episodes of `task_ids`, played concurrently."""
     with ThreadPoolExecutor(max_workers=threads) as pool:

@@ -16,14 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
-import grpc
-
-from envhub.core.errors import EnvhubError
-from envhub.integrations.episodes import EnvView
+from envhub.client import EnvhubError, EnvView, SessionPort, StatusCode
 from trainer.backends.base import Generation, GenerationBackend, SamplingSettings
 from trainer.prompts import INVALID_ACTION_OBSERVATION, PastStep, PromptRenderer, PromptState, encode_user_turn
 from trainer.prompts.parse import parse_action
-from trainer.rollout.envport import EnvPort
 from trainer.rollout.takeover import ProgressTracker, Recovery
 from trainer.rollout.types import Trajectory, Turn
 
@@ -44,7 +40,6 @@ class RolloutSettings:
 
     group_size: int = 8
     max_turns: int = 50
-    admissible: bool = True
     snapshots: bool = False
     step_timeout_s: float = 30.0
     step_retries: int = 1
@@ -152,7 +147,7 @@ class GroupRollout:
 
     def __init__(
         self,
-        port: EnvPort,
+        port: SessionPort,
         backend: GenerationBackend,
         tokenizer: Any,
         renderer: PromptRenderer,
@@ -259,7 +254,7 @@ class GroupRollout:
         if not self.recovery.settings.rewind or snapshot is None:
             return
         self._close(episode.view.session_id)
-        episode.view = self.port.restore(snapshot, admissible=self.settings.admissible)
+        episode.view = self.port.restore(snapshot)
         episode.past = episode.past[:start]
         stats.rewinds += 1
 
@@ -292,7 +287,7 @@ class GroupRollout:
                 reward=view.reward,
                 score=view.score,
                 done=view.terminated or view.truncated or view.won or limit,
-                admissible=list(episode.view.admissible),
+                admissible=list(episode.view.admissible or ()),
                 snapshot=episode.snapshot,
                 top_logprobs=generation.top_logprobs,
                 finish_reason=generation.finish_reason,
@@ -303,7 +298,7 @@ class GroupRollout:
         )
         if episode.tracker is not None:
             episode.tracker.record(
-                len(trajectory.turns) - 1, action, view.text, episode.view.admissible, teacher=teacher
+                len(trajectory.turns) - 1, action, view.text, episode.view.admissible or (), teacher=teacher
             )
         episode.resume = None
         trajectory.won = trajectory.won or view.won
@@ -319,7 +314,7 @@ class GroupRollout:
         state = PromptState(
             task_description=episode.task_description,
             observation=episode.view.text,
-            admissible=episode.view.admissible,
+            admissible=episode.view.admissible or (),
             past=episode.past,
         )
         if self.renderer.context == "full":
@@ -337,12 +332,11 @@ class GroupRollout:
 
     def _step_all(self, active: list[Episode], actions: list[str | None], stats: RolloutStats) -> list[EnvView | str]:
         """Each episode's new view, or the reason its trajectory is dropped: every parsed action in
-        one batched step (`EnvPort.step_many`); a failed step retried on its own (`_retry`)."""
+        one batched step (`SessionPort.step_each`); a failed step retried on its own (`_retry`)."""
         outcomes: list[EnvView | str] = [self._invalid(episode) for episode in active]
         moving = [index for index, action in enumerate(actions) if action is not None]
-        answers = self.port.step_many(
+        answers = self.port.step_each(
             [(active[index].view.session_id, actions[index] or "") for index in moving],
-            admissible=self.settings.admissible,
             timeout=self.settings.step_timeout_s,
         )
         failed: list[tuple[int, EnvhubError]] = []
@@ -376,14 +370,9 @@ class GroupRollout:
             try:
                 stats.retries += 1
                 self._close(episode.view.session_id)
-                restored = self.port.restore(snapshot, admissible=self.settings.admissible)  # type: ignore[arg-type]
-                episode.view = EnvView(**{**restored.__dict__, "admissible": episode.view.admissible})
-                return self.port.step(
-                    episode.view.session_id,
-                    action,
-                    admissible=self.settings.admissible,
-                    timeout=self.settings.step_timeout_s,
-                )
+                restored = self.port.restore(snapshot)  # type: ignore[arg-type]
+                episode.view = dataclasses.replace(restored, admissible=episode.view.admissible)
+                return self.port.step(episode.view.session_id, action, timeout=self.settings.step_timeout_s)
             except EnvhubError as exc:
                 reason = exc.reason
         return reason or "STEP_FAILED"
@@ -391,14 +380,12 @@ class GroupRollout:
     # ------------------------------------------------------------------ sessions
 
     def _start_group(self, group: int, task_id: str, seed: int, size: int) -> list[Episode]:
-        first = self.port.create(
-            task_id, seed=seed, max_steps=self.settings.max_turns, admissible=self.settings.admissible
-        )
+        first = self.port.start(task_id, seed=seed, max_steps=self.settings.max_turns)
         ids = [first.session_id, *self.port.fork(first.session_id, size - 1)] if size > 1 else [first.session_id]
         return [
             Episode(
                 trajectory=Trajectory(task_id=task_id, group=group, seed=seed, initial_observation=first.text),
-                view=EnvView(**{**first.__dict__, "session_id": sid}),
+                view=dataclasses.replace(first, session_id=sid),
                 task_description=first.task_description,
                 tracker=ProgressTracker(self.recovery.settings) if self.recovery else None,
             )
@@ -407,9 +394,9 @@ class GroupRollout:
 
     def _close(self, session_id: str) -> None:
         try:
-            self.port.close(session_id)
+            self.port.end(session_id)
         except EnvhubError as exc:
-            if exc.code != grpc.StatusCode.NOT_FOUND:
+            if exc.code != StatusCode.NOT_FOUND:
                 raise
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from envhub.client import SessionPort
 from trainer.backends.base import GenerationBackend
 from trainer.prompts import PromptRenderer
-from trainer.rollout.envport import EnvPort
 from trainer.rollout.group import GroupRollout, RolloutSettings, RolloutStats, SamplingSettings
 from trainer.rollout.types import Trajectory
 
@@ -40,7 +40,7 @@ class RolloutStrategy(Protocol):
 class RolloutParts:
     """Everything a rollout worker holds that a strategy may use."""
 
-    port: EnvPort
+    port: SessionPort
     backend: GenerationBackend
     tokenizer: Any
     renderer: PromptRenderer

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from envhub.client import Sessions
 from trainer.backends.base import GenerationBackend
 from trainer.config import TrainerConfig
 from trainer.prompts import PromptRenderer
-from trainer.rollout import ClientEnvPort, RolloutSettings
-from trainer.rollout.envport import EnvPort
+from trainer.rollout import RolloutSettings
 
 STOP_STRINGS = ("</action>", "</search>", "</answer>")
 """A response ends once its action is closed (saves tokens; the parser needs nothing after it)."""
@@ -56,15 +56,16 @@ def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBacke
     return make_backend("hf", path, device=resolve_device(config.backend.device), stop=STOP_STRINGS)
 
 
-def make_env_port(config: TrainerConfig, target: str) -> EnvPort:
-    """An `EnvPort` over an envhub client connected to `target` ("host:port"); with
-    `env.failover_snapshot_every`, over every replica of `target`, with failover."""
+def make_env_port(config: TrainerConfig, target: str) -> Sessions:
+    """The session port over an envhub client connected to `target` ("host:port"); with
+    `env.failover_snapshot_every`, over every replica of `target`, with failover. Sessions get
+    `env.options`, and list admissible actions when the prompt shows them."""
     from envhub.client import EnvhubClient
     from envhub.client.failover import FailoverTransport
 
     every = config.env.failover_snapshot_every
     client = EnvhubClient(FailoverTransport.over([target], snapshot_every=every) if every else target)
-    return ClientEnvPort(client, config.env.name, config.env.options)
+    return Sessions(client, config.env.name, options=config.env.options, admissible=config.prompt.show_admissible)
 
 
 def make_renderer(config: TrainerConfig) -> PromptRenderer:
@@ -83,7 +84,6 @@ def rollout_settings(config: TrainerConfig) -> RolloutSettings:
     return RolloutSettings(
         group_size=config.rollout.group_size,
         max_turns=config.env.max_turns,
-        admissible=config.prompt.show_admissible,
         snapshots=config.rollout.snapshots,
         step_timeout_s=config.env.step_timeout_s,
         step_retries=config.env.step_retries,

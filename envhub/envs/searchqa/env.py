@@ -46,7 +46,7 @@ def topk_option(options: Mapping[str, str], default: int = DEFAULT_TOPK) -> int:
 
 
 @dataclass(frozen=True)
-class Turn:
+class SearchTurn:
     """One turn of the history: "search", "answer" or "invalid", its text, the passage ids found."""
 
     kind: str
@@ -69,7 +69,7 @@ class SearchQAEnv(Environment):
         self._task_id = ""
         self._default_topk = default_topk
         self._topk = default_topk
-        self._turns: list[Turn] = []
+        self._turns: list[SearchTurn] = []
         self._score = 0.0
 
     def _live(self) -> Question:
@@ -102,17 +102,17 @@ class SearchQAEnv(Environment):
         question = self._live()
         parsed = parse_action(action)
         if parsed is None or (parsed.kind == "search" and not parsed.text):
-            self._turns.append(Turn("invalid", action[:ANSWER_ECHO_CHARS]))
+            self._turns.append(SearchTurn("invalid", action[:ANSWER_ECHO_CHARS]))
             text = INVALID_OBSERVATION if parsed is None else EMPTY_QUERY_OBSERVATION
             return StepResult(self._observation(text, valid=False), 0.0, terminated=False)
         if parsed.kind == "search":
             hits = self._retriever.search([parsed.text], self._topk)[0]  # may raise UNAVAILABLE: no turn is taken
-            self._turns.append(Turn("search", parsed.text, tuple(hit.id for hit in hits)))
+            self._turns.append(SearchTurn("search", parsed.text, tuple(hit.id for hit in hits)))
             observation = self._observation(format_information([hit.contents for hit in hits]), valid=True)
             return StepResult(observation, 0.0, terminated=False)
         won = exact_match(parsed.text, question.golden_answers)
         f1 = f1_score(parsed.text, question.golden_answers)
-        self._turns.append(Turn("answer", parsed.text))
+        self._turns.append(SearchTurn("answer", parsed.text))
         self._score = 1.0 if won else 0.0
         echo = parsed.text[:ANSWER_ECHO_CHARS]
         observation = self._observation(f"Your answer: {echo}", valid=True, em=float(won), f1=f1)
@@ -146,7 +146,7 @@ class SearchQAEnv(Environment):
             data = json.loads(state)
             if data["format"] != NATIVE_FORMAT or data["task_id"] != task.task_id:
                 raise ValueError(f"format {data['format']} for task {data['task_id']!r}")
-            turns = [Turn(str(kind), str(text), tuple(map(str, ids))) for kind, text, ids in data["turns"]]
+            turns = [SearchTurn(str(kind), str(text), tuple(map(str, ids))) for kind, text, ids in data["turns"]]
             score = float(data["score"])
         except (KeyError, TypeError, ValueError) as exc:
             raise errors.invalid_argument(f"unusable Search-QA native state: {exc!r}", "BAD_NATIVE_STATE") from exc

@@ -73,23 +73,23 @@ def test_episode_over_grpc_equals_in_process(client: EnvhubClient, kind: AlfWorl
     task = kind.tasks("valid_unseen")[5]
     local = Session.start(kind, task, seed=1)
     remote = client.create_session("alfworld", task=task.task_id, seed=1, admissible=True)
-    assert remote.observation.text == local.observation.text
-    assert remote.observation.task_description == local.observation.task_description
-    assert list(remote.observation.admissible_actions or ()) == local.admissible_actions()
+    assert remote.view.text == local.observation.text
+    assert remote.view.task_description == local.observation.task_description
+    assert list(remote.view.admissible or ()) == local.admissible_actions()
     while not local.done:
         hint = local.expert_actions()
         assert client.expert_actions(remote.session_id) == hint
         action = hint[0] if local.step_index % 3 else "examine the ceiling"
         want = local.step(action)
         got = client.step(remote.session_id, action, admissible=True)
-        assert got.observation.text == want.result.observation.text
+        assert got.text == want.result.observation.text
         assert (got.reward, got.terminated, got.truncated, got.won) == (
             want.result.reward,
             want.result.terminated,
             want.truncated,
             want.result.won,
         )
-        assert list(got.observation.admissible_actions or ()) == local.admissible_actions()
+        assert list(got.admissible or ()) == local.admissible_actions()
     assert got.won
     client.close_session(remote.session_id)
     local.close()

@@ -39,7 +39,7 @@ def test_a_server_creates_a_session_on_a_game_not_made_yet(tmp_path: Path, monke
         EnvhubClient(server.target, timeout=300) as client,
     ):
         session = client.create_session("alfworld", "train/00002")
-        assert session.observation.text
-        assert client.step(session.session_id, "look").observation.step_index == 1
+        assert session.view.text
+        assert client.step(session.session_id, "look").step_index == 1
     made = GeneratedTaskSet(cache_dir=Path(os.environ["ENVHUB_CACHE"]) / "alfworld", room=ROOMS["small"])
     assert made.record_path("train", 2).exists()

@@ -36,14 +36,14 @@ def test_gold_episode_over_grpc_equals_in_process(client: EnvhubClient, kind: Sc
     task = kind.task("boil/2")
     local = Session.start(kind, task, seed=4)
     remote = client.create_session("scienceworld", task=task.task_id, seed=4)
-    assert remote.observation.text == local.observation.text
-    assert remote.observation.task_description == local.observation.task_description
+    assert remote.view.text == local.observation.text
+    assert remote.view.task_description == local.observation.task_description
     gold = local.expert_actions()
     assert client.expert_actions(remote.session_id) == gold
     for action in gold:
         want = local.step(action)
         got = client.step(remote.session_id, action)
-        assert got.observation.text == want.result.observation.text
+        assert got.text == want.result.observation.text
         assert (got.reward, got.terminated, got.won) == (want.result.reward, want.result.terminated, want.result.won)
         if want.done:
             break

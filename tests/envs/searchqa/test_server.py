@@ -52,7 +52,7 @@ def test_gold_episodes_over_grpc_score_one_with_the_intended_searches(client: En
             result = client.step(start.session_id, action)
         searches = [a for a in gold if a.startswith("<search>")]
         assert result.won and result.reward == 1.0 and result.terminated, task_id
-        assert result.observation.info["searches"] == len(searches) >= least
+        assert result.info["searches"] == len(searches) >= least
         client.close_session(start.session_id)
 
 
@@ -104,7 +104,7 @@ def test_retriever_down_is_unavailable_and_the_session_survives(data_dir: Path, 
         task_id = _first(kind, "hotpotqa")
         session_id = remote_client.create_session("searchqa", task=task_id).session_id
         gold = remote_client.expert_actions(session_id)
-        assert remote_client.step(session_id, gold[0]).observation.text.startswith("<information>Doc 1")
+        assert remote_client.step(session_id, gold[0]).text.startswith("<information>Doc 1")
         retriever.stop()
         with pytest.raises(EnvhubError) as caught:
             remote_client.step(session_id, gold[1])
@@ -112,5 +112,5 @@ def test_retriever_down_is_unavailable_and_the_session_survives(data_dir: Path, 
         assert "unavailable" in caught.value.message and str(port) in caught.value.message
         with RetrieverServer(open_index(data_dir), port=port):  # back up: the same session goes on
             result = remote_client.step(session_id, gold[1])
-            assert result.observation.step_index == 2
+            assert result.step_index == 2
             assert remote_client.step(session_id, gold[2]).won

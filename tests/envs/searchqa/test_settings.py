@@ -33,10 +33,10 @@ def test_a_server_lists_its_settings_and_sessions_follow_them(
         assert info.splits == {"test": 2} and info.default_max_steps == 2 and "default 1" in info.options["topk"]
         session = client.create_session("searchqa", "test_0").session_id
         first = client.step(session, EVERY_PASSAGE)
-        assert first.observation.text.count("Doc ") == 1 and not first.truncated
+        assert first.text.count("Doc ") == 1 and not first.truncated
         assert client.step(session, "no tags").truncated  # the second turn is the last
         wider = client.create_session("searchqa", "test_0", options={"topk": "3"}, max_steps=5).session_id
-        assert client.step(wider, EVERY_PASSAGE).observation.text.count("Doc ") == 3  # the session's option wins
+        assert client.step(wider, EVERY_PASSAGE).text.count("Doc ") == 3  # the session's option wins
 
 
 @pytest.mark.parametrize(
@@ -81,5 +81,5 @@ def test_a_retriever_setting_searches_through_that_server(
             [info] = client.list_environments()
             assert dict(info.config) == {**settings, "topk": "3", "max_turns": "4"}
             session = client.create_session("searchqa", "test_0").session_id
-            text = client.step(session, "<search>Analytical Engine designed</search>").observation.text
+            text = client.step(session, "<search>Analytical Engine designed</search>").text
             assert text.startswith("<information>Doc 1(Title: Charles Babbage)")

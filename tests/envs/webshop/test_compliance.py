@@ -45,15 +45,15 @@ def test_oracle_episode_over_grpc_scores_one(client: EnvhubClient, kind: WebShop
     task = kind.tasks("test")[11]
     local = Session.start(kind, task)
     remote = client.create_session("webshop", task=task.task_id, admissible=True)
-    assert remote.observation.text == local.observation.text
-    assert remote.observation.task_description == kind.catalog.goals["test"][11].instruction
+    assert remote.view.text == local.observation.text
+    assert remote.view.task_description == kind.catalog.goals["test"][11].instruction
     while True:
         hint = client.expert_actions(remote.session_id)
         assert hint == local.expert_actions()
         got = client.step(remote.session_id, hint[0], admissible=True)
         want = local.step(hint[0]).result
-        assert got.observation.text == want.observation.text and got.reward == want.reward
-        assert list(got.observation.admissible_actions or ()) == local.admissible_actions()
+        assert got.text == want.observation.text and got.reward == want.reward
+        assert list(got.admissible or ()) == local.admissible_actions()
         if got.done:
             break
     assert got.terminated and got.won and got.reward == 1.0
@@ -64,12 +64,12 @@ def test_malformed_actions_never_break_a_session(client: EnvhubClient) -> None:
     start = client.create_session("webshop", task="test/00003", max_steps=50)
     for action in ("click[]", "click[no such thing]", "search[" + "q" * 3000 + "]", "[]", "]["):
         result = client.step(start.session_id, action)
-        assert result.observation.text.startswith("Invalid action: ") and not result.done
+        assert result.text.startswith("Invalid action: ") and not result.done
     with pytest.raises(EnvhubError) as error:  # past the server's own limit: a status code
         client.step(start.session_id, "search[" + "q" * 5000 + "]")
     assert error.value.code == grpc.StatusCode.INVALID_ARGUMENT
     result = client.step(start.session_id, "search[" + "red shirt " * 150 + "]")
-    assert "Total results" in result.observation.text
+    assert "Total results" in result.text
     client.close_session(start.session_id)
 
 

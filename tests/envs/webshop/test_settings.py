@@ -41,8 +41,8 @@ def test_a_server_lists_its_settings_and_serves_that_catalogue(tmp_path: Path, s
         assert info.splits == splits and f"/catalog-{catalog.fingerprint}/" in info.version
         goal = catalog.goals["test"][0]
         session = client.create_session("webshop", "test/00000")
-        assert goal.instruction in session.observation.text
-        found = client.step(session.session_id, f"search[{catalog.products[goal.asin].title}]").observation.text
+        assert goal.instruction in session.view.text
+        found = client.step(session.session_id, f"search[{catalog.products[goal.asin].title}]").text
         assert f"[SEP] {goal.asin} [SEP]" in found
 
 

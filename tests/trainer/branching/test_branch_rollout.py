@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytest
 
+from envhub.client import Sessions
 from envhub.client.sync import EnvhubClient
 from trainer.backends.base import Generation
 from trainer.backends.hf import HFBackend
@@ -23,24 +24,24 @@ from trainer.branching.select import ForkConfig, ForkPoint
 from trainer.models.loading import load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
-from trainer.rollout import ClientEnvPort, GroupRollout, RolloutSettings, SamplingSettings, Trajectory
+from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings, Trajectory
 from trainer.rollout.group import Episode, RolloutStats
 from trainer.workers import STOP_STRINGS
 
 
-def _port(address: str, env: str) -> Iterator[ClientEnvPort]:
+def _port(address: str, env: str) -> Iterator[Sessions]:
     client = EnvhubClient(address)
-    yield ClientEnvPort(client, env)
+    yield Sessions(client, env)
     client.close()
 
 
 @pytest.fixture(scope="module")
-def port(alfworld_server: str) -> Iterator[ClientEnvPort]:
+def port(alfworld_server: str) -> Iterator[Sessions]:
     yield from _port(alfworld_server, "alfworld")
 
 
 @pytest.fixture(scope="module", params=["alfworld", "webshop"])
-def any_port(request: pytest.FixtureRequest) -> Iterator[ClientEnvPort]:
+def any_port(request: pytest.FixtureRequest) -> Iterator[Sessions]:
     """The ALFWorld port, then a WebShop one: the branch mechanics on both natively snapshotting servers."""
     if request.param == "alfworld":
         yield request.getfixturevalue("port")
@@ -48,15 +49,13 @@ def any_port(request: pytest.FixtureRequest) -> Iterator[ClientEnvPort]:
         yield from _port(request.getfixturevalue("webshop_server"), "webshop")
 
 
-def _group(port: ClientEnvPort, backend: object, tokenizer: object, max_turns: int = 4) -> GroupRollout:
+def _group(port: Sessions, backend: object, tokenizer: object, max_turns: int = 4) -> GroupRollout:
     renderer = PromptRenderer(port.environment, style="compact", history_length=1)
     settings = RolloutSettings(group_size=1, max_turns=max_turns, snapshots=True, max_prompt_tokens=384)
     return GroupRollout(port, backend, tokenizer, renderer, settings)  # type: ignore[arg-type]
 
 
-def test_branches_continue_the_main_prefix_from_the_restored_turn(
-    any_port: ClientEnvPort, tiny_models: TinyModels
-) -> None:
+def test_branches_continue_the_main_prefix_from_the_restored_turn(any_port: Sessions, tiny_models: TinyModels) -> None:
     tok = load_tokenizer(tiny_models.student)
     student = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
     teacher = HFBackend.from_pretrained(tiny_models.teacher)
@@ -138,10 +137,10 @@ def _uninterrupted(group: GroupRollout, main: Trajectory, turn: int, count: int)
     """Fresh sessions stepped through the main trajectory's first `turn` actions, never restored."""
     episodes = []
     for _ in range(count):
-        view = group.port.create(main.task_id, seed=main.seed, max_steps=group.settings.max_turns, admissible=True)
+        view = group.port.start(main.task_id, seed=main.seed, max_steps=group.settings.max_turns)
         for t in main.turns[:turn]:
             assert t.action is not None
-            view = group.port.step(view.session_id, t.action, admissible=True, timeout=30)
+            view = group.port.step(view.session_id, t.action, timeout=30)
         trajectory = Trajectory(main.task_id, main.group, main.seed, turns=list(main.turns[:turn]))
         episodes.append(Episode(trajectory, view, view.task_description))
     return episodes
@@ -166,16 +165,16 @@ def chi2_permutation_p(a: Sequence[object], b: Sequence[object], rounds: int = 2
 
 @pytest.mark.slow
 def test_restored_fork_continuations_are_distributed_like_uninterrupted_play(
-    port: ClientEnvPort, tiny_models: TinyModels
+    port: Sessions, tiny_models: TinyModels
 ) -> None:
     tok = load_tokenizer(tiny_models.student)
     # A main trajectory that moves through the room: the expert's first actions.
-    view = port.create("train/00004", seed=5, max_steps=10, admissible=True)
+    view = port.start("train/00004", seed=5, max_steps=10)
     plan = []
     for _ in range(3):
         plan.append(port.expert(view.session_id)[0])
-        port.step(view.session_id, plan[-1], admissible=False, timeout=30)
-    port.close(view.session_id)
+        port.step(view.session_id, plan[-1], timeout=30)
+    port.end(view.session_id)
     main_group = _group(port, _Replay(tok, plan), tok, max_turns=10)
     try:
         (main,), _ = main_group.run([("train/00004", 5)], SamplingSettings(max_new_tokens=8))

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from envhub.client import Sessions
 from envhub.client.sync import EnvhubClient
 from envhub.core.errors import EnvhubError
 from trainer.backends.base import Generation
@@ -14,7 +15,7 @@ from trainer.batching import SyncGroups
 from trainer.models.loading import load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.prompts import INVALID_ACTION_OBSERVATION, PromptRenderer
-from trainer.rollout import ClientEnvPort, GroupRollout, RolloutSettings, SamplingSettings
+from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings
 from trainer.workers import STOP_STRINGS
 
 
@@ -35,18 +36,18 @@ class _ScriptedBackend:
 
 
 @pytest.fixture(scope="module")
-def port(alfworld_server: str) -> Iterator[ClientEnvPort]:
+def port(alfworld_server: str) -> Iterator[Sessions]:
     client = EnvhubClient(alfworld_server)
-    yield ClientEnvPort(client, "alfworld")
+    yield Sessions(client, "alfworld")
     client.close()
 
 
-def _rollout(port: ClientEnvPort, backend: object, tokenizer: object, **settings: object) -> GroupRollout:
+def _rollout(port: Sessions, backend: object, tokenizer: object, **settings: object) -> GroupRollout:
     renderer = PromptRenderer("alfworld", style="compact")
     return GroupRollout(port, backend, tokenizer, renderer, RolloutSettings(**settings))  # type: ignore[arg-type]
 
 
-def test_groups_batch_generation_and_record_turns(port: ClientEnvPort, tiny_models: TinyModels) -> None:
+def test_groups_batch_generation_and_record_turns(port: Sessions, tiny_models: TinyModels) -> None:
     tok = load_tokenizer(tiny_models.student)
     backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
     scripted = _ScriptedBackend(backend, tok, ["<action>look</action>", "no tags", "<action>inventory</action>"])
@@ -68,7 +69,7 @@ def test_groups_batch_generation_and_record_turns(port: ClientEnvPort, tiny_mode
     assert trajs[0].turns[0].prompt_ids == trajs[1].turns[0].prompt_ids == trajs[2].turns[0].prompt_ids
 
 
-def test_failed_step_is_retried_from_the_snapshot_or_dropped(port: ClientEnvPort, tiny_models: TinyModels) -> None:
+def test_failed_step_is_retried_from_the_snapshot_or_dropped(port: Sessions, tiny_models: TinyModels) -> None:
     tok = load_tokenizer(tiny_models.student)
     backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
     too_long = "<action>" + "x" * 5000 + "</action>"  # the server refuses actions over 4 KiB
@@ -83,7 +84,7 @@ def test_failed_step_is_retried_from_the_snapshot_or_dropped(port: ClientEnvPort
         assert stats.dropped["ACTION_TOO_LONG"] == 2 and stats.retries == 2 * retries
 
 
-def test_real_sampling_end_to_end(port: ClientEnvPort, tiny_models: TinyModels) -> None:
+def test_real_sampling_end_to_end(port: Sessions, tiny_models: TinyModels) -> None:
     tok = load_tokenizer(tiny_models.student)
     backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
     rollout = _rollout(port, backend, tok, group_size=2, max_turns=2)
@@ -97,7 +98,7 @@ def test_real_sampling_end_to_end(port: ClientEnvPort, tiny_models: TinyModels) 
 
 
 @pytest.mark.parametrize("policy", ["invalid", "mask"])
-def test_truncated_responses_follow_the_policy(port: ClientEnvPort, tiny_models: TinyModels, policy: str) -> None:
+def test_truncated_responses_follow_the_policy(port: Sessions, tiny_models: TinyModels, policy: str) -> None:
     tok = load_tokenizer(tiny_models.student)
     backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
     scripted = _ScriptedBackend(backend, tok, ["<action>look</action>"], finish_reason="length")
@@ -119,7 +120,7 @@ def test_truncated_responses_follow_the_policy(port: ClientEnvPort, tiny_models:
             SyncGroups().compose(trajs)
 
 
-def test_long_prompts_lose_history_never_the_instruction(port: ClientEnvPort, tiny_models: TinyModels) -> None:
+def test_long_prompts_lose_history_never_the_instruction(port: Sessions, tiny_models: TinyModels) -> None:
     tok = load_tokenizer(tiny_models.student)
     backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
     renderer = PromptRenderer("alfworld", style="atod", history_length=2)
@@ -147,9 +148,9 @@ def test_long_prompts_lose_history_never_the_instruction(port: ClientEnvPort, ti
 def test_env_options_reach_the_server(alfworld_server: str) -> None:
     client = EnvhubClient(alfworld_server)
     try:
-        port = ClientEnvPort(client, "alfworld", {"no_such_option": "1"})
+        port = Sessions(client, "alfworld", options={"no_such_option": "1"})
         with pytest.raises(EnvhubError) as caught:
-            port.create("train/00001", seed=0, max_steps=2, admissible=False)
+            port.start("train/00001", seed=0, max_steps=2)
         assert caught.value.reason == "BAD_OPTION"
     finally:
         client.close()

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from envhub.client import EnvView, Sessions
 from envhub.client.sync import EnvhubClient
-from envhub.integrations.episodes import EnvView
 from trainer.backends.base import Generation
 from trainer.backends.hf import HFBackend
 from trainer.batching import SyncGroups, attach_teacher_logprobs
@@ -17,7 +17,7 @@ from trainer.batching.buffer import turn_is_valid
 from trainer.models.loading import load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
-from trainer.rollout import ClientEnvPort, GroupRollout, RolloutSettings, SamplingSettings
+from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings
 from trainer.rollout.takeover import ProgressTracker, Recovery, RecoverySettings, made_progress
 from trainer.workers import STOP_STRINGS
 
@@ -101,31 +101,31 @@ CASES = {
 
 
 @pytest.fixture(scope="module", params=list(CASES))
-def env(request: pytest.FixtureRequest) -> Iterator[tuple[_Case, ClientEnvPort]]:
+def env(request: pytest.FixtureRequest) -> Iterator[tuple[_Case, Sessions]]:
     case = CASES[request.param]
     client = EnvhubClient(request.getfixturevalue(case.server))
-    yield case, ClientEnvPort(client, case.env)
+    yield case, Sessions(client, case.env)
     client.close()
 
 
-def _observation_after(port: ClientEnvPort, task: tuple[str, int], actions: list[str]) -> str:
-    view = port.create(task[0], seed=task[1], max_steps=20, admissible=True)
+def _observation_after(port: Sessions, task: tuple[str, int], actions: list[str]) -> str:
+    view = port.start(task[0], seed=task[1], max_steps=20)
     try:
         for action in actions:
-            view = port.step(view.session_id, action, admissible=True, timeout=30.0)
+            view = port.step(view.session_id, action, timeout=30.0)
         return view.text
     finally:
-        port.close(view.session_id)
+        port.end(view.session_id)
 
 
 @pytest.mark.parametrize("rewind", [True, False])
 def test_takeover_rewinds_to_the_last_progress_and_keeps_teacher_turns_out_of_the_loss(
-    env: tuple[_Case, ClientEnvPort], tiny_models: TinyModels, rewind: bool
+    env: tuple[_Case, Sessions], tiny_models: TinyModels, rewind: bool
 ) -> None:
     case, port = env
     tok = load_tokenizer(tiny_models.student)
-    first = port.create(case.task[0], seed=case.task[1], max_steps=20, admissible=True)
-    port.close(first.session_id)
+    first = port.start(case.task[0], seed=case.task[1], max_steps=20)
+    port.end(first.session_id)
     a, b = case.oscillate(first)
     # the student oscillates a, b, a, b, a (turns 2-4 make no progress), then plays b
     student = _Script(HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS), tok, [a, b, a, b, a, b])
