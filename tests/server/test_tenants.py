@@ -88,7 +88,7 @@ def test_another_tenants_session_is_refused_exactly_like_one_that_never_existed(
             raise AssertionError("another tenant stepped the session")
 
         assert asyncio.run(on_a_stream(theirs)) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
-        assert a.step(theirs, "inc").observation.step_index == 1  # nothing of team-b's was applied
+        assert a.step(theirs, "inc").step_index == 1  # nothing of team-b's was applied
         a.close_session(theirs)
 
 
@@ -167,7 +167,7 @@ def test_sighup_reloads_the_tenants_file_and_keeps_every_session(tmp_path: Path)
                 except EnvhubError as error:
                     assert error.code == grpc.StatusCode.UNAUTHENTICATED and time.monotonic() < deadline
                     time.sleep(0.05)
-            assert step.observation.step_index == 2  # the session lived on, now with the rotated token
+            assert step.step_index == 2  # the session lived on, now with the rotated token
             with pytest.raises(EnvhubError) as caught:  # the new quota counts the session held already
                 a2.create_session("toy", task=TASK)
             assert caught.value.reason == "TENANT_QUOTA"
@@ -228,7 +228,7 @@ def test_mutual_tls_identifies_tenants_by_certificate(authority: Any, foreign_au
             EnvhubClient(server.target, tls=mutual(stranger), token="token-a", policy=NO_RETRY) as by_token,
         ):
             session_id = by_certificate.create_session("toy", task=TASK).session_id
-            assert by_token.step(session_id, "inc").observation.step_index == 1  # both are team-a
+            assert by_token.step(session_id, "inc").step_index == 1  # both are team-a
             by_certificate.close_session(session_id)
         refusals = []
         for tls, token in [
