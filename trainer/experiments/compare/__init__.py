@@ -45,9 +45,10 @@ def compare(
         changed.append(f"{len(spec.arms)} of {len(shipped.arms)} arms")
     if changed:
         label += f", NARROWED: {', '.join(changed)}"
-    baselines, runs, machine = run_compare(spec, out_dir, models_dir or spec.models, report_only)
-    if len(runs) < spec.seeds * len(spec.arms):
-        label += f"; {len(runs)} of {spec.seeds * len(spec.arms)} arm x seed runs had finished, the rest did not run"
-    report = write_report(spec, baselines, runs, machine, Path(out_dir), label)
+    measured = run_compare(spec, out_dir, models_dir or spec.models, report_only)
+    if len(measured.runs) < spec.seeds * len(spec.arms):
+        total = spec.seeds * len(spec.arms)
+        label += f"; {len(measured.runs)} of {total} arm x seed runs had finished, the rest did not run"
+    report = write_report(spec, measured, Path(out_dir), label)
     print(f"compare report: {report}")
     return report

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer.experiments.compare.run import ArmRun, Baselines
+from trainer import curves
+from trainer.experiments.compare.lr_search import search_table
+from trainer.experiments.compare.run import ArmRun, Measured
 from trainer.experiments.compare.spec import CompareSpec
 
 HEADER = (
@@ -53,9 +55,30 @@ def plot_curves(runs: Sequence[ArmRun], arms: Sequence[str], x: str, path: Path)
     return path
 
 
+def mean_curve(runs: Sequence[ArmRun]) -> tuple[list[int], list[float]]:
+    """The steps and the seed-mean held-out success of one arm's runs (they share their evaluated steps)."""
+    return runs[0].steps, [statistics.fmean(values) for values in zip(*(r.success for r in runs), strict=True)]
+
+
+def flat_from(spec: CompareSpec, runs: Sequence[ArmRun]) -> int | None:
+    """Where an arm's seed-mean curve flattens (`curves.saturation_step`, tolerance one held-out task)."""
+    return curves.saturation_step(*mean_curve(runs), 1 / spec.eval_tasks) if runs else None
+
+
+def _after(step: int | None) -> Any:
+    """A run's mean held-out success over its evaluations from `step` on (its last one when None)."""
+
+    def measure(run: ArmRun) -> float:
+        start = run.steps[-1] if step is None else step
+        return statistics.fmean(v for s, v in zip(run.steps, run.success, strict=True) if s >= start)
+
+    return measure
+
+
 def _claims(spec: CompareSpec, runs: Sequence[ArmRun]) -> str:
-    """Each paper claim `a > b` of the config checked on the final held-out success and on the mean over the
-    curve (early and late), with the seed spread: the verdict says whether the gap exceeds the spread."""
+    """Each paper claim `a > b` of the config checked on the final held-out success, on the mean over the curve
+    (early and late) and on the mean over the evaluations after b's curve flattened, with the seed spread: the
+    verdict says whether the gap exceeds the spread."""
     rows = []
     arms = {a.name for a in spec.arms}
     for claim in spec.claims:
@@ -64,7 +87,8 @@ def _claims(spec: CompareSpec, runs: Sequence[ArmRun]) -> str:
         if a not in arms or b not in arms or not seeds:
             continue
         cells = []
-        for measure in (lambda r: r.success[-1], lambda r: statistics.fmean(r.success[1:])):
+        flat = flat_from(spec, [r for r in runs if r.arm == b])
+        for measure in (lambda r: r.success[-1], lambda r: statistics.fmean(r.success[1:]), _after(flat)):
             (ma, sa), (mb, sb) = (_mean_sd([measure(r) for r in runs if r.arm == name]) for name in (a, b))
             spread = (sa**2 + sb**2) ** 0.5
             if seeds < 2:
@@ -73,13 +97,75 @@ def _claims(spec: CompareSpec, runs: Sequence[ArmRun]) -> str:
                 resolved = ma - mb > max(spread, 1 / spec.eval_tasks)  # and more than one held-out task
                 verdict = "holds" if resolved else "same sign, within spread" if ma > mb else "does NOT hold"
             cells.append(f"{ma:.2f} vs {mb:.2f} ({ma - mb:+.2f}, spread {spread:.2f}): {verdict}")
-        rows.append(f"| {claim['text']} | {cells[0]} | {cells[1]} |")
+        rows.append(f"| {claim['text']} | {cells[0]} | {cells[1]} | from step {flat}: {cells[2]} |")
     if not rows:
         return ""
     return (
-        "| paper's claim (a > b) | final held-out success, a vs b | mean over the evaluated steps, a vs b |\n"
-        "|---|---|---|\n" + "\n".join(rows)
+        "| paper's claim (a > b) | final held-out success, a vs b | mean over the evaluated steps, a vs b "
+        "| mean over the evaluations after b's curve flattened, a vs b |\n|---|---|---|---|\n" + "\n".join(rows)
     )
+
+
+def _pm(values: Sequence[float]) -> str:
+    mean, sd = _mean_sd(values)
+    return f"{mean:.2f} ± {sd:.2f}"
+
+
+def curve_table(spec: CompareSpec, runs: Sequence[ArmRun]) -> str:
+    """Per arm, mean ± sd over seeds of the DivOPD paper's curve summaries (`trainer.curves`: Peak, Final-5,
+    nAUC over the run) and where the seed-mean curve flattens."""
+    lines = [
+        f"| arm | seeds | Peak | Final-5 (mean of the last 5 evaluations) | nAUC@{spec.steps} | flattens at step |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm in (a.name for a in spec.arms):
+        mine = [r for r in runs if r.arm == arm]
+        if not mine:
+            continue
+        peaks = [curves.peak(r.steps, r.success) or 0.0 for r in mine]
+        finals = [(curves.final_n(r.steps, r.success) or (0.0, 0.0))[0] for r in mine]
+        areas = [curves.nauc(r.steps, r.success, spec.steps) or 0.0 for r in mine]
+        lines.append(f"| {arm} | {len(mine)} | {_pm(peaks)} | {_pm(finals)} | {_pm(areas)} | {flat_from(spec, mine)} |")
+    return "\n".join(lines)
+
+
+def _lr_sentence(spec: CompareSpec, measured: Measured) -> str:
+    if not spec.lr_values:
+        return (
+            f"one learning rate\n(optim.lr = {spec.lr}; learning-rate search budget per arm: "
+            f"{spec.lr_search_budget} value, no arm tuned more)"
+        )
+    chosen = ", ".join(f"{r.arm} {r.chosen:g}" for r in measured.search)
+    values = ", ".join(f"{lr:g}" for lr in spec.lr_values)
+    return (
+        f"each arm's learning rate chosen by the same search (budget {spec.lr_search_budget} values per arm: "
+        f"{values}; see below): {chosen}"
+    )
+
+
+def _search_section(spec: CompareSpec, measured: Measured) -> str:
+    if not spec.lr_values:
+        return ""
+    split = spec.search_split or "the eval split"
+    seeds = f"{spec.search_seeds} seed{'s' if spec.search_seeds > 1 else ''}"
+    tasks = spec.search_tasks or spec.eval_tasks
+    start = measured.search_baselines
+    starts = (
+        f" Teacher / student on these tasks: {start.teacher.success_rate:.2f} / {start.student.success_rate:.2f}."
+        if start
+        else ""
+    )
+    return f"""
+## Learning-rate search (every arm the same: {spec.lr_search_budget} values, {spec.search_steps} steps, {seeds})
+
+Each arm trained {spec.search_steps} learner steps at each learning rate (its long-run config otherwise, ATOD's
+annealing scheduled over the long run's {spec.steps} steps) and was evaluated every {spec.search_eval_every} steps on
+the first {tasks} tasks of {split} (not the reported held-out tasks unless that is the eval split).{starts} Score: mean
+held-out success over the search run's evaluations (its start excluded), mean over seeds; the best score's learning
+rate (ties: the smaller) is the arm's learning rate in the runs above.
+
+{search_table(measured.search)}
+"""
 
 
 def _sft_line(name: str, info: dict[str, Any]) -> str:
@@ -90,10 +176,10 @@ def _sft_line(name: str, info: dict[str, Any]) -> str:
     )
 
 
-def write_report(
-    spec: CompareSpec, baselines: Baselines, runs: Sequence[ArmRun], machine: dict[str, Any], out: Path, size: str
-) -> Path:
-    """`out/report.md` with the table, the paper claims checked, the two plots and the paper's numbers."""
+def write_report(spec: CompareSpec, measured: Measured, out: Path, size: str) -> Path:
+    """`out/report.md` with the table, the curve summaries, the paper claims checked, the learning-rate search,
+    the two plots and the paper's numbers."""
+    baselines, runs, machine = measured.baselines, measured.runs, measured.machine
     arms = [a.name for a in spec.arms]
     plot_curves(runs, arms, "steps", out / "success-vs-steps.png")
     plot_curves(runs, arms, "student_tokens", out / "success-vs-tokens.png")
@@ -124,8 +210,7 @@ def write_report(
 
 Every arm: the same warm-started student and SFT teacher (tiny models, `{spec.base}`), environment
 **{spec.env}** on one local server, the same training tasks, {spec.seeds} seeds (0..{spec.seeds - 1}: task order and
-sampling), {spec.steps} learner steps and one learning rate
-(optim.lr = {spec.lr}; learning-rate search budget per arm: {spec.lr_search_budget} value, no arm tuned more).
+sampling), {spec.steps} learner steps and {_lr_sentence(spec, measured)}.
 Rollout budget: {spec.budget}
 Held-out: one episode on each of the first {spec.eval_tasks} tasks of the eval split every {spec.eval_every} steps,
 temperature 0.4, fixed seeds.
@@ -139,6 +224,11 @@ Wall time of {machine.get("wall_of", "the whole comparison")}: {minutes:.1f} min
 
 {HEADER}
 {chr(10).join(rows)}
+
+Curve summaries (DivOPD Table 1/2/7's measures, mean ± sd over seeds; "flattens at": the first evaluated step whose
+mean over it and the two evaluations before reaches the seed-mean curve's Final-5 minus one held-out task):
+
+{curve_table(spec, runs)}
 
 Paper claims at this scale (mean ± sd over seeds; "holds" only where the gap exceeds both the combined seed sd
 ("spread") and one held-out task (1/{spec.eval_tasks})):
@@ -159,7 +249,7 @@ gap shaded per token): [student at the start](episodes-student.html), [teacher](
 and after training (seed 0): {links}.
 
 Per-run curves: `runs.json`; each run's metrics: `runs/<arm>/seed<k>/metrics.jsonl`.
-"""
+{_search_section(spec, measured)}"""
     path = out / "report.md"
     path.write_text(text)
     return path

@@ -13,14 +13,17 @@ from typing import Any
 from trainer.config import TrainerConfig, load_config
 from trainer.driver import train
 from trainer.eval import EvalResult, evaluate
+from trainer.experiments.compare.lr_search import SEARCH_RECORD, SearchResult, search_result
 from trainer.experiments.compare.spec import Arm, CompareSpec
 from trainer.metrics import read_metrics
 from trainer.quickstart import SFT_MARKER, expert_episodes, make_models, sft_from_expert
 from trainer.rollout.local_server import LocalServer
+from trainer.workers.learner import latest_checkpoint
 
 TEACHER, STUDENT = "teacher-sft", "student-warm"
 RUN_RECORD = "compare-run.json"
 BASELINES = "baselines.json"
+SEARCH_BASELINES = "lr-search-baselines.json"
 
 
 @dataclass(frozen=True)
@@ -50,21 +53,38 @@ class Baselines:
     """`sft.json` of the teacher and the student (SFT steps, per-turn exact match) and whether they were reused."""
 
 
-def arm_config(spec: CompareSpec, arm: Arm, seed: int, out: Path, models: Path, target: str) -> TrainerConfig:
-    """The trainer config of one arm and seed, over the shared server and models."""
+def arm_config(
+    spec: CompareSpec,
+    arm: Arm,
+    seed: int,
+    out: Path,
+    models: Path,
+    target: str,
+    lr: float | None = None,
+    *,
+    search: bool = False,
+) -> TrainerConfig:
+    """The trainer config of one arm and seed at learning rate `lr` (default the spec's), over the shared server
+    and models; `search`: its learning-rate search run (`out/lr-search/<arm>/lr<lr>/seed<k>`)."""
+    if search:
+        assert lr is not None, "a search run has its own learning rate"
+        folder = out / "lr-search" / arm.name / f"lr{lr:g}" / f"seed{seed}"
+        overrides = spec.search_overrides(arm, seed, lr)
+    else:
+        folder, overrides = out / "runs" / arm.name / f"seed{seed}", spec.arm_overrides(arm, seed, lr)
     config = load_config(
         spec.base,
         [
             f"env.name={spec.env}",
             f"env.targets=[{target}]",
-            f"output_dir={out / 'runs' / arm.name / f'seed{seed}'}",
+            f"output_dir={folder}",
             f"models.student={models / STUDENT}",
             f"models.teacher={models / TEACHER}",
-            *spec.arm_overrides(arm, seed),
+            *overrides,
         ],
     )
     if config.divopd.enabled:  # the async driver has no periodic eval: compare evaluates its checkpoints
-        config = config.model_copy(update={"checkpoint_every": spec.eval_every})
+        config = config.model_copy(update={"checkpoint_every": config.eval.every})
     return config
 
 
@@ -143,24 +163,48 @@ def checkpoint_evals(config: TrainerConfig, output_dir: Path, target: str, seed:
     return evals
 
 
-def shared_baselines(held_out: TrainerConfig, info: dict[str, Any], target: str, models: Path, out: Path) -> Baselines:
-    """Seed-0 held-out evaluation of the warm student and the teacher (with their episode pages), recorded in
-    `out/BASELINES` and reused while the models and the evaluation settings are the same."""
+def shared_baselines(
+    held_out: TrainerConfig, info: dict[str, Any], target: str, models: Path, out: Path, name: str = BASELINES
+) -> Baselines:
+    """Seed-0 held-out evaluation of the warm student and the teacher, recorded in `out/name` and reused while the
+    models and the evaluation settings are the same; the comparison's own (`BASELINES`) also writes their episode
+    pages."""
     env = held_out.env.model_dump(mode="json", exclude={"targets"})
     key = {"eval": held_out.eval.model_dump(mode="json"), "env": env, "models": info}
-    path = out / BASELINES
+    path = out / name
     if path.is_file() and (record := json.loads(path.read_text()))["key"] == key:
         return Baselines(EvalResult(**record["student"]), EvalResult(**record["teacher"]), info)
-    student = evaluate(held_out, str(models / STUDENT), targets=[target], html=out / "episodes-student.html")
-    teacher = evaluate(held_out, str(models / TEACHER), targets=[target], html=out / "episodes-teacher.html")
+    pages = name == BASELINES
+    student, teacher = (
+        evaluate(held_out, str(models / who), targets=[target], html=out / f"episodes-{page}.html" if pages else None)
+        for who, page in ((STUDENT, "student"), (TEACHER, "teacher"))
+    )
     path.write_text(json.dumps({"key": key, "student": asdict(student), "teacher": asdict(teacher)}, indent=2) + "\n")
     return Baselines(student, teacher, info)
 
 
+def continued(config: TrainerConfig) -> bool:
+    """Whether a stopped attempt of this run (same settings, `resume` on, a checkpoint saved) can go on from its
+    newest checkpoint; its metrics after that checkpoint are dropped (the driver appends them again)."""
+    out = Path(config.output_dir)
+    checkpoint = latest_checkpoint(out) if config.resume else None
+    if checkpoint is None or not (out / "config.json").is_file():
+        return False
+    if _settings(json.loads((out / "config.json").read_text())) != _settings(config.model_dump(mode="json")):
+        return False
+    step = int(Path(checkpoint).name.removeprefix("step_"))
+    kept = [r for r in read_metrics(out / "metrics.jsonl") if r["step"] <= step]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+    print(f"compare: continuing {out} from step {step}")
+    return True
+
+
 def run_arm(config: TrainerConfig, arm: Arm, seed: int, target: str, start: EvalResult) -> ArmRun:
-    """Train one arm x seed from scratch (a stopped attempt's folder is cleared first: metrics.jsonl appends),
-    read its curve and record it next to the run (`RUN_RECORD`, with its config)."""
-    shutil.rmtree(config.output_dir, ignore_errors=True)
+    """Train one arm x seed (a stopped attempt continues from its newest checkpoint when the config resumes, else
+    its folder is cleared first: metrics.jsonl appends), read its curve and record it next to the run
+    (`RUN_RECORD`, with its config)."""
+    if not continued(config):
+        shutil.rmtree(config.output_dir, ignore_errors=True)
     t0 = time.perf_counter()
     result = train(config, progress=False)
     evals = checkpoint_evals(config, result.output_dir, target, seed) if config.divopd.enabled else None
@@ -189,12 +233,62 @@ def finished_run(config: TrainerConfig) -> ArmRun | None:
     return replace(run, student_tokens=token_curve(path.parent, run.steps))  # counted as this version counts
 
 
-def run_compare(
-    spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, report_only: bool = False
-) -> tuple[Baselines, list[ArmRun], dict[str, Any]]:
-    """Models (reused or made), the shared baselines, then every arm x seed (`report_only`: only the runs already
-    finished in `out`, e.g. of a stopped comparison); results (and the machine's load and the total wall time)
-    also in `out/runs.json`."""
+@dataclass(frozen=True)
+class Measured:
+    """Everything a comparison measured: the starting points, every finished run, the learning-rate search and
+    the machine (wall time, load)."""
+
+    baselines: Baselines
+    runs: list[ArmRun]
+    machine: dict[str, Any]
+    search: list[SearchResult]
+    """One result per arm whose search finished (empty without `lr_values`)."""
+    search_baselines: Baselines | None
+    """Teacher and student on the search's held-out tasks (None without a search)."""
+
+
+def search_learning_rates(
+    spec: CompareSpec, out: Path, models: Path, target: str, info: dict[str, Any], report_only: bool
+) -> tuple[list[SearchResult], Baselines | None]:
+    """Every arm's learning-rate search runs (`spec.lr_values` x `search_seeds`, resumed or reused like the long
+    runs; `report_only`: only the finished ones), the result of each arm whose search is complete, and the teacher
+    and student on the search's held-out tasks; recorded in `out/SEARCH_RECORD`."""
+    if not spec.lr_values:
+        return [], None
+    first = arm_config(spec, spec.arms[0], 0, out, models, target, spec.lr_values[0], search=True)
+    baselines = shared_baselines(first, info, target, models, out, SEARCH_BASELINES)
+    starts = {0: baselines.student}
+    results, runs = [], []
+    for arm in spec.arms:
+        runs_by_lr: dict[float, list[ArmRun]] = {}
+        for lr in spec.lr_values:
+            for seed in range(spec.search_seeds):
+                config = arm_config(spec, arm, seed, out, models, target, lr, search=True)
+                finished = finished_run(config)
+                if finished is None and report_only:
+                    continue
+                if finished is None and seed not in starts:
+                    starts[seed] = evaluate(first, str(models / STUDENT), targets=[target], seed=seed)
+                run = finished or run_arm(config, arm, seed, target, starts[seed])
+                runs_by_lr.setdefault(lr, []).append(run)
+                runs.append({"lr": lr, **asdict(run)})
+                print(f"compare: lr search {arm.name} lr {lr:g} seed {seed}: held-out {run.success[-1]:.2f}")
+        if len(runs_by_lr) == len(spec.lr_values) and all(len(r) == spec.search_seeds for r in runs_by_lr.values()):
+            results.append(search_result(arm.name, runs_by_lr))
+            print(f"compare: {arm.name} learning rate {results[-1].chosen:g}")
+    record = {
+        "baselines": asdict(baselines),
+        "results": [{**asdict(r), "chosen": r.chosen} for r in results],
+        "runs": runs,
+    }
+    (out / SEARCH_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    return results, baselines
+
+
+def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, report_only: bool = False) -> Measured:
+    """Models (reused or made), the shared baselines, the learning-rate search, then every arm x seed at its
+    chosen learning rate (`report_only`: only the runs already finished in `out`, e.g. of a stopped comparison);
+    results (and the machine's load and the total wall time) also in `out/runs.json`."""
     out, models = Path(out_dir), Path(models_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs: list[ArmRun] = []
@@ -204,10 +298,14 @@ def run_compare(
         info = prepare_models(spec, base, server.address, models)
         held_out = base.model_copy(update={"eval": base.eval.model_copy(update={"num_tasks": spec.eval_tasks})})
         baselines = shared_baselines(held_out, info, server.address, models, out)
+        search, search_baselines = search_learning_rates(spec, out, models, server.address, info, report_only)
+        chosen = {result.arm: result.chosen for result in search}
         starts = {0: baselines.student}  # the student's start under each seed's eval seed, evaluated when needed
         for seed in range(spec.seeds):  # seed-major: a stopped comparison has every arm at the first seeds
             for arm in spec.arms:
-                config = arm_config(spec, arm, seed, out, models, server.address)
+                if spec.lr_values and arm.name not in chosen:
+                    continue  # its search did not finish (report_only)
+                config = arm_config(spec, arm, seed, out, models, server.address, chosen.get(arm.name))
                 finished = finished_run(config)
                 if finished is None and report_only:
                     continue
@@ -224,4 +322,4 @@ def run_compare(
     }
     record = {"baselines": asdict(baselines), "machine": machine, "runs": [asdict(r) for r in runs]}
     (out / "runs.json").write_text(json.dumps(record, indent=2) + "\n")
-    return baselines, runs, machine
+    return Measured(baselines, runs, machine, search, search_baselines)

@@ -12,7 +12,19 @@ import yaml
 from trainer.config import ConfigError
 
 SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "compare"
-SIZE_FIELDS = ("seeds", "steps", "eval_every", "eval_tasks", "expert_tasks", "teacher_sft_steps", "student_sft_steps")
+SIZE_FIELDS = (
+    "seeds",
+    "steps",
+    "eval_every",
+    "eval_tasks",
+    "expert_tasks",
+    "teacher_sft_steps",
+    "student_sft_steps",
+    "search_steps",
+    "search_eval_every",
+    "search_seeds",
+    "search_tasks",
+)
 
 
 @dataclass(frozen=True)
@@ -37,7 +49,7 @@ class CompareSpec:
     eval_every: int
     eval_tasks: int
     lr: float
-    lr_search_budget: int
+    """The learning rate of every arm when there is no search (`lr_values` empty)."""
     budget: str
     """Which rollout budget the arms match, in words (written into the report)."""
     expert_tasks: int
@@ -51,6 +63,25 @@ class CompareSpec:
     paper: dict[str, Any] = field(default_factory=dict)
     claims: tuple[dict[str, str], ...] = ()
     """The papers' claims `better > worse` (arm names) that the report checks, each with its `text`."""
+    lr_values: tuple[float, ...] = ()
+    """Learning-rate search: every arm trains `search_steps` steps at each of these values (the same values,
+    steps and seeds for every arm) and its long runs use the one with the best held-out success (empty: `lr`)."""
+    search_steps: int = 0
+    search_eval_every: int = 0
+    search_seeds: int = 1
+    search_split: str | None = None
+    """Split the search evaluates on (None: the eval split); a split other than the reported one keeps the
+    choice off the tasks the report measures."""
+    search_tasks: int | None = None
+    """Held-out tasks of one search evaluation (None: eval_tasks)."""
+    resumable: bool = False
+    """Checkpoint every `eval_every` steps and continue a stopped arm x seed from its newest checkpoint (long
+    comparisons); otherwise a stopped run starts again."""
+
+    @property
+    def lr_search_budget(self) -> int:
+        """Learning rates tried per arm (1: no search, every arm at `lr`)."""
+        return max(len(self.lr_values), 1)
 
     def sized(self, quick: bool, sizes: Mapping[str, int] | None = None, arms: Sequence[str] = ()) -> CompareSpec:
         """The `--quick` size when asked, with explicit size fields (`seeds`, `steps`, ...) and a subset of the
@@ -74,22 +105,44 @@ class CompareSpec:
             raise ConfigError(f"{where}: arm names must be unique")
         if self.steps % self.eval_every:
             raise ConfigError(f"{where}: steps ({self.steps}) must be a multiple of eval_every ({self.eval_every})")
+        if self.lr_values:
+            if len(set(self.lr_values)) < 2:
+                raise ConfigError(f"{where}: lr_values must hold at least 2 different learning rates (or none)")
+            if self.search_eval_every < 1 or self.search_steps % self.search_eval_every:
+                raise ConfigError(
+                    f"{where}: search_steps ({self.search_steps}) must be a positive multiple of search_eval_every "
+                    f"({self.search_eval_every})"
+                )
         return self
 
-    def arm_overrides(self, arm: Arm, seed: int) -> list[str]:
-        """Config overrides of one arm and seed (budget and learning rate identical across arms); `$steps` in an
-        arm's overrides is the learner steps of this size (ATOD's annealing spans the run at every size)."""
+    def arm_overrides(self, arm: Arm, seed: int, lr: float | None = None) -> list[str]:
+        """Config overrides of one arm and seed (budget identical across arms; learning rate `lr`, default the
+        spec's); `$steps` in an arm's overrides is the learner steps of this size (ATOD's annealing spans the run
+        at every size)."""
+        checkpoints = [f"checkpoint_every={self.eval_every}", "resume=true"] if self.resumable else []
         return [
             f"steps={self.steps}",
             f"seed={seed}",
-            f"optim.lr={self.lr}",
+            f"optim.lr={self.lr if lr is None else lr}",
             f"eval.every={self.eval_every}",
             f"eval.num_tasks={self.eval_tasks}",
-            "checkpoint_every=0",
-            "resume=false",
+            *(checkpoints or ["checkpoint_every=0", "resume=false"]),
             *self.common,
             f"objective.name={arm.objective}",
             *(o.replace("$steps", str(self.steps)) for o in arm.overrides),
+        ]
+
+    def search_overrides(self, arm: Arm, seed: int, lr: float) -> list[str]:
+        """Config overrides of one learning-rate search run: the arm's long-run config (its schedules, e.g. ATOD's
+        annealing, as over the long run) cut to `search_steps` steps, evaluated on the search's tasks."""
+        split = [f"env.eval_split={self.search_split}"] if self.search_split else []
+        return [
+            *self.arm_overrides(arm, seed, lr),
+            f"steps={self.search_steps}",
+            f"eval.every={self.search_eval_every}",
+            f"eval.num_tasks={self.search_tasks or self.eval_tasks}",
+            *([f"checkpoint_every={self.search_eval_every}"] if self.resumable else []),
+            *split,
         ]
 
 
@@ -126,7 +179,15 @@ def load_spec(name: str | Path) -> CompareSpec:
         if unknown:
             raise ConfigError(f"{path}: quick may only size {', '.join(SIZE_FIELDS)}; got {sorted(unknown)}")
         claims = tuple(data.pop("claims", ()))
-        spec = CompareSpec(name=path.stem, arms=arms, common=tuple(data.pop("common", ())), claims=claims, **data)
+        lr_values = tuple(float(v) for v in data.pop("lr_values", ()))
+        spec = CompareSpec(
+            name=path.stem,
+            arms=arms,
+            common=tuple(data.pop("common", ())),
+            claims=claims,
+            lr_values=lr_values,
+            **data,
+        )
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: bad comparison config ({exc})") from exc
     return spec.checked(str(path))
