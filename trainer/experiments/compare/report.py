@@ -158,8 +158,8 @@ def _search_section(spec: CompareSpec, measured: Measured) -> str:
     return f"""
 ## Learning-rate search (every arm the same: {spec.lr_search_budget} values, {spec.search_steps} steps, {seeds})
 
-Each arm trained {spec.search_steps} learner steps at each learning rate (its long-run config otherwise, ATOD's
-annealing scheduled over the long run's {spec.steps} steps) and was evaluated every {spec.search_eval_every} steps on
+Each arm trained {spec.search_steps} learner steps at each learning rate (its long-run config otherwise, with the
+same schedules, e.g. ATOD's annealing, as its long runs) and was evaluated every {spec.search_eval_every} steps on
 the first {tasks} tasks of {split} (not the reported held-out tasks unless that is the eval split).{starts} Score: mean
 held-out success over the search run's evaluations (its start excluded), mean over seeds; the best score's learning
 rate (ties: the smaller) is the arm's learning rate in the runs above.

@@ -185,14 +185,19 @@ def shared_baselines(
 
 def continued(config: TrainerConfig) -> bool:
     """Whether a stopped attempt of this run (same settings, `resume` on, a checkpoint saved) can go on from its
-    newest checkpoint; its metrics after that checkpoint are dropped (the driver appends them again)."""
+    newest checkpoint; its metrics after that checkpoint are dropped (the driver appends them again). A shorter
+    run with otherwise the same settings is continued too (`--size steps=N` lengthens a finished comparison):
+    valid where nothing in the config depends on the run's length (atod-long anneals over fixed steps)."""
     out = Path(config.output_dir)
     checkpoint = latest_checkpoint(out) if config.resume else None
     if checkpoint is None or not (out / "config.json").is_file():
         return False
-    if _settings(json.loads((out / "config.json").read_text())) != _settings(config.model_dump(mode="json")):
+    before = {**_settings(json.loads((out / "config.json").read_text())), "steps": config.steps}
+    if before != _settings(config.model_dump(mode="json")):
         return False
     step = int(Path(checkpoint).name.removeprefix("step_"))
+    if step > config.steps:
+        return False
     kept = [r for r in read_metrics(out / "metrics.jsonl") if r["step"] <= step]
     (out / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
     print(f"compare: continuing {out} from step {step}")
