@@ -47,6 +47,8 @@ def sampler_settings(config: TrainerConfig) -> SamplerSettings:
         initial_cap=d.initial_cap,
         max_staleness=d.max_staleness,
         max_pending_age=d.max_pending_age,
+        base_order=d.base_order,
+        seed=config.seed,
     )
 
 

@@ -315,9 +315,16 @@ class DivopdConfig(_Section):
     enabled: bool = Field(
         False, description="Run asynchronously: producers fill a versioned buffer, the learner samples it."
     )
-    reader: Literal["vanilla", "divopd-base", "divopd-focus"] = Field(
-        "divopd-base",
-        description="`vanilla`: arrival order; `divopd-base`: Algorithm 1; `divopd-focus`: top-B by s(u).",
+    reader: Literal["vanilla", "divopd", "divopd-base", "divopd-focus", "top-b", "gate-only", "arrival-pool"] = Field(
+        "divopd",
+        description="The paper's composers: `vanilla` (arrival order), `divopd` (Algorithm 1), `divopd-base` "
+        "(Algorithm 1 without the within-rollout s(u) focus), `divopd-focus` (descending s(u) under the per-rollout "
+        "cap); audit composers `top-b` (Table 11), `gate-only` and `arrival-pool` (Table 13). docs/divopd.md.",
+    )
+    base_order: Literal["random", "turn"] = Field(
+        "random",
+        description="DivOPD-base's order within a rollout (the paper only says it differs from s(u)): `random` "
+        "(uniform, seeded) or `turn` (earliest first).",
     )
     batch_rows: int = Field(64, ge=1, description="B: turn rows per learner update.")
     pool_multiplier: int = Field(4, ge=1, description="c: the candidate pool holds at most c*B rows.")

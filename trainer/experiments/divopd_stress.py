@@ -27,6 +27,7 @@ from trainer.metrics import read_metrics
 LOADS: dict[str, int] = {"low": 1, "medium": 2, "high": 4}
 """Load level -> rollout batch (tasks per producer call)."""
 READERS: tuple[str, ...] = ("vanilla", "divopd-base")
+"""Table 2's readers: Vanilla OPD and DivOPD-base (Algorithm 1 without the within-rollout s(u) focus)."""
 FINAL = (
     d.ARRIVAL_DRAIN_RATIO,
     d.STALE_ROWS,

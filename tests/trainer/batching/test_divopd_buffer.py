@@ -97,7 +97,7 @@ ACCOUNTED = (
         # reads B = 2 a update from the head: d's rows sit in the queue until they are stale
         ("vanilla", 2, 0, 6, 1 / 5),
         # reads up to c*B = 4: every row is seen fresh; c's and d's second turns age out pending
-        ("divopd-base", 0, 2, 6, 0.0),
+        ("divopd", 0, 2, 6, 0.0),
     ],
 )
 def test_stale_accounting_under_producer_overload(
@@ -106,7 +106,7 @@ def test_stale_accounting_under_producer_overload(
     """4 rows arrive per update (version q at update q), the learner trains 2, delta = 1: a backlog.
 
     Both readers drop the same number of rows (the surplus has to go somewhere); vanilla lets them
-    go stale unread in its queue, divopd-base reads them while fresh and passes them over.
+    go stale unread in its queue, divopd reads them while fresh and passes them over.
     """
     buffer = ExperienceBuffer(
         SamplerSettings(reader=reader, batch_rows=2, pool_multiplier=2, initial_cap=1, max_staleness=1)  # type: ignore[arg-type]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.batching.divopd import PendingRow, RowMeta, SamplerSettings, select_batch
+from trainer.batching.divopd import POOLED, READERS, PendingRow, RowMeta, SamplerSettings, select_batch
 from trainer.batching.divopd_stats import (
     EFFECTIVE_ROLLOUTS,
     GINI,
@@ -24,7 +26,7 @@ def row(r: int, t: int, score: float = 0.0, version: int = 5, valid: bool = True
 
 
 def base(**kw: object) -> SamplerSettings:
-    values: dict = {"reader": "divopd-base", "batch_rows": 4, "pool_multiplier": 2, "initial_cap": 1}
+    values: dict = {"reader": "divopd", "batch_rows": 4, "pool_multiplier": 2, "initial_cap": 1}
     values.update(kw)
     return SamplerSettings(**values)
 
@@ -140,10 +142,11 @@ def test_unselected_rows_carry_their_first_seen_forward() -> None:
 # ---------------------------------------------------------------- focus and vanilla
 
 
-def test_focus_is_top_b_by_score_without_a_cap() -> None:
+def test_top_b_audit_composer_is_top_b_by_score_without_a_rollout_limit() -> None:
     rows = [row(0, t, score=10.0 + t) for t in range(3)] + [row(1, 0, score=1.0), row(2, 0, score=11.0)]
-    out = select_batch(5, [], rows, base(reader="divopd-focus", batch_rows=3, pool_multiplier=4))
+    out = select_batch(5, [], rows, base(reader="top-b", batch_rows=3, pool_multiplier=4))
     assert keys(out.selected) == [(0, 2), (0, 1), (2, 0)]  # 12, 11, 11 (tie: r=0 before r=2)
+    assert out.cap == 0 and sorted(keys(out.pool)) == sorted(r.key for r in rows)
 
 
 def test_vanilla_reads_in_arrival_order_without_gate_or_pool() -> None:
@@ -152,6 +155,77 @@ def test_vanilla_reads_in_arrival_order_without_gate_or_pool() -> None:
     assert keys(out.selected) == [(3, 0), (2, 0), (0, 0)]
     assert keys(out.stale) == [(1, 0)]
     assert out.consumed == 4 and out.pending == () and out.drained == 3
+
+
+def test_gate_only_is_arrival_order_whose_invalid_rows_take_no_slot() -> None:
+    arrivals = [row(3, 0, valid=False), row(1, 0, version=0), row(2, 0), row(0, 0), row(4, 0), row(5, 0)]
+    out = select_batch(5, [], arrivals, SamplerSettings(reader="gate-only", batch_rows=3))
+    assert keys(out.selected) == [(2, 0), (0, 0), (4, 0)]  # vanilla would spend a slot on (3, 0)
+    assert keys(out.invalid) == [(3, 0)] and keys(out.stale) == [(1, 0)]
+    assert out.consumed == 5 and out.pending == () and out.drained == 4
+
+
+def test_arrival_pool_takes_the_pool_in_arrival_order() -> None:
+    pending = [PendingRow(row(4, 1, score=9.0), first_seen=3)]
+    arrivals = [row(2, 0, score=1.0), row(2, 1, score=5.0, valid=False), row(1, 0, score=0.5), row(6, 0)]
+    out = select_batch(5, pending, arrivals, base(reader="arrival-pool", batch_rows=2, pool_multiplier=4))
+    assert keys(out.selected) == [(1, 0), (2, 0)]  # (r, t) order, no score, no cap; the gate still applies
+    assert keys(out.invalid) == [(2, 1)] and sorted(keys(tuple(p.row for p in out.pending))) == [(4, 1), (6, 0)]
+
+
+# ------------------------------------------------------- the paper's three variants on one constructed buffer
+
+# Algorithm 1's pool after the gate at update 5: rollout 0 (first seen at update 3, the oldest) has six turns,
+# rollouts 1 to 4 (first seen at 5) have two each. Scores: rollout 0 holds the three highest (9, 8, 7).
+PAPER_POOL = [PendingRow(row(0, t, score=[1.0, 7.0, 9.0, 0.5, 0.2, 8.0][t]), first_seen=3) for t in range(6)] + [
+    PendingRow(row(r, t, score=float(r) + t / 10), first_seen=5) for r in range(1, 5) for t in range(2)
+]
+
+
+def test_divopd_is_algorithm_1_rollout_first_then_disagreement_within() -> None:
+    out = select_batch(5, PAPER_POOL, [], base(reader="divopd", batch_rows=6, pool_multiplier=8, initial_cap=2))
+    # oldest rollout first, its two highest s(u) turns (9.0, 8.0), then rollouts 1, 2 in id order, best first
+    assert keys(out.selected) == [(0, 2), (0, 5), (1, 1), (1, 0), (2, 1), (2, 0)]
+    assert out.cap == 2
+
+
+def test_divopd_base_differs_from_divopd_only_within_a_rollout() -> None:
+    settings = {"batch_rows": 6, "pool_multiplier": 8, "initial_cap": 2}
+    divopd = select_batch(5, PAPER_POOL, [], base(reader="divopd", **settings))
+    per_rollout = Counter(r.rollout for r in divopd.selected)
+    orders = set()
+    for seed in range(8):
+        out = select_batch(5, PAPER_POOL, [], base(reader="divopd-base", seed=seed, **settings))
+        # the same rollouts, the same number of turns from each, the same cap: only which turns differs
+        assert Counter(r.rollout for r in out.selected) == per_rollout and out.cap == divopd.cap
+        orders.add(tuple(r.turn for r in out.selected if r.rollout == 0))
+        again = select_batch(5, list(reversed(PAPER_POOL)), [], base(reader="divopd-base", seed=seed, **settings))
+        assert again.selected == out.selected  # a pure function of the rows, whatever their order
+    assert len(orders) > 2  # not s(u) (always turns 2 and 5): rollout 0's picks vary with the seed
+    in_turn_order = select_batch(5, PAPER_POOL, [], base(reader="divopd-base", base_order="turn", **settings))
+    assert keys(in_turn_order.selected) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
+
+
+def test_divopd_focus_ranks_by_disagreement_across_rollouts_under_the_cap() -> None:
+    out = select_batch(5, PAPER_POOL, [], base(reader="divopd-focus", batch_rows=6, pool_multiplier=8, initial_cap=2))
+    # descending s(u) over the whole pool: 9.0 (0,2), 8.0 (0,5), then rollout 0 is at the cap (7.0 skipped),
+    # 4.1 (4,1), 4.0 (4,0), 3.1 (3,1), 3.0 (3,0): no oldest-first rollout order
+    assert keys(out.selected) == [(0, 2), (0, 5), (4, 1), (4, 0), (3, 1), (3, 0)]
+    top_b = select_batch(5, PAPER_POOL, [], base(reader="top-b", batch_rows=6, pool_multiplier=8))
+    assert Counter(r.rollout for r in top_b.selected)[0] == 3  # no rollout limit: rollout 0 gives three
+
+
+def test_focus_covers_more_rollouts_than_divopd_when_disagreement_is_spread() -> None:
+    """Table 9's pattern: DivOPD fills the batch from the oldest rollouts, k turns each; DivOPD-focus follows s(u),
+    which spreads over more rollouts when every rollout has one or two high-disagreement turns."""
+    pool = [
+        PendingRow(row(r, t, score=5.0 if t == r % 4 else 0.1), first_seen=r // 4) for r in range(16) for t in range(4)
+    ]
+    settings = {"batch_rows": 16, "pool_multiplier": 4, "initial_cap": 4}
+    divopd = batch_metrics(select_batch(3, pool, [], base(reader="divopd", **settings)).selected)
+    focus = batch_metrics(select_batch(3, pool, [], base(reader="divopd-focus", **settings)).selected)
+    assert divopd[EFFECTIVE_ROLLOUTS] == 4 and divopd[TURNS_PER_ROLLOUT] == 4
+    assert focus[EFFECTIVE_ROLLOUTS] == 16 and focus[TURNS_PER_ROLLOUT] == 1
 
 
 def test_settings_reject_unknown_reader_and_bad_sizes() -> None:
@@ -183,7 +257,7 @@ rows_strategy = st.lists(
     rows=rows_strategy,
     split=st.integers(0, 40),
     q=st.integers(0, 12),
-    reader=st.sampled_from(["vanilla", "divopd-base", "divopd-focus"]),
+    reader=st.sampled_from(READERS),
     batch=st.integers(1, 8),
     c=st.integers(1, 4),
     k=st.integers(1, 4),
@@ -211,8 +285,8 @@ def test_selection_invariants(
         max_staleness=delta,
         max_pending_age=age,
     )
-    pending = [PendingRow(r, min(seen, q)) for r in rows[:split] if r.valid] if reader != "vanilla" else []
-    arrivals = rows[split:] if reader != "vanilla" else rows
+    pending = [PendingRow(r, min(seen, q)) for r in rows[:split] if r.valid] if reader in POOLED else []
+    arrivals = rows[split:] if reader in POOLED else rows
     out = select_batch(q, pending, arrivals, config)
     v_min = max(q - delta, 0)
     pool = {r.key for r in [p.row for p in pending] + list(arrivals[: out.consumed])}
@@ -222,6 +296,7 @@ def test_selection_invariants(
     assert len({r.key for r in out.selected}) == len(out.selected)
     if reader != "vanilla":
         assert all(r.valid for r in out.selected)
+    if reader in POOLED:
         assert all(p.row.valid and p.row.version >= v_min for p in out.pending)
         assert len(out.pending) + len(out.selected) <= max(c * batch, len(pending))
         # every pool row is accounted for exactly once

@@ -27,7 +27,7 @@ def _config(alfworld_config: Callable[..., TrainerConfig], server: str, out: Pat
     return alfworld_config(server, **{**defaults, **sections})
 
 
-@pytest.mark.parametrize(("reader", "schedule"), [("divopd-base", "async"), ("vanilla", "lockstep")])
+@pytest.mark.parametrize(("reader", "schedule"), [("divopd", "async"), ("vanilla", "lockstep")])
 def test_async_run_logs_divopd_diagnostics(
     tmp_path: Path, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str, reader: str, schedule: str
 ) -> None:

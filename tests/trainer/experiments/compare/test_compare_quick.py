@@ -12,7 +12,7 @@ from trainer.cli import main
 from trainer.experiments.compare import load_spec
 from trainer.experiments.compare.run import arm_config
 
-ARMS = ["divopd-base", "branchopd", "atod"]  # in the config's order
+ARMS = ["divopd", "branchopd", "atod"]  # in the config's order
 
 
 def cheap_models(models: Path, comparison: str = "atod-ablation") -> None:

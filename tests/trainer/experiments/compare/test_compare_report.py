@@ -7,15 +7,15 @@ from pathlib import Path
 from trainer.eval import EvalResult
 from trainer.experiments.compare import load_spec
 from trainer.experiments.compare.report import write_report
-from trainer.experiments.compare.run import ArmRun, Baselines
+from trainer.experiments.compare.run import ArmRun, Baselines, Measured
 
-FINAL = {"atod": (0.50, 0.60), "grpo": (0.10, 0.20), "opd": (0.40, 0.60), "divopd-base": (0.30, 0.30)}
+FINAL = {"atod": (0.50, 0.60), "grpo": (0.10, 0.20), "opd": (0.40, 0.60), "divopd": (0.30, 0.30)}
 """Final held-out success per arm for seeds 0 and 1."""
 
 
 def run(arm: str, seed: int) -> ArmRun:
     final = FINAL[arm][seed]
-    teacher = None if arm == "divopd-base" else 0.0 if arm == "grpo" else 1234.0
+    teacher = None if arm == "divopd" else 0.0 if arm == "grpo" else 1234.0
     return ArmRun(arm, seed, [0, 2, 4], [0.0, final / 2, final], [15.0, 14.0, 13.0], [0, 500, 1000], teacher, 60.0)
 
 
@@ -32,18 +32,22 @@ def test_report_checks_claims_against_the_seed_spread(tmp_path: Path) -> None:
     )
     machine = {"wall_s": 600.0, "cpus": 2, "load_start": (1.0, 2.0, 3.0), "load_end": (4.0, 5.0, 6.0)}
     runs = [run(arm, seed) for seed in (0, 1) for arm in FINAL]
-    text = write_report(spec, baselines, runs, machine, tmp_path, "default size, NARROWED: steps=4").read_text()
+    measured = Measured(baselines, runs, machine, [], None)
+    text = write_report(spec, measured, tmp_path, "default size, NARROWED: steps=4").read_text()
     assert "(default size, NARROWED: steps=4)" in text
     assert "**teacher 0.38**" in text and "**student 0.06**" in text and "clearly above" in text
     assert "1500 SFT steps" in text and "reused from the models folder" in text
     assert "| atod | 2 | 0.55 ± 0.05 |" in text and "| grpo | 2 | 0.15 ± 0.05 |" in text
-    assert "| divopd-base | 2 | 0.30 ± 0.00 | 13.0 ± 0.0 | 1,000 | not logged (async driver) |" in text
+    assert "| divopd | 2 | 0.30 ± 0.00 | 13.0 ± 0.0 | 1,000 | not logged (async driver) |" in text
     lines = {line.split(" |")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
     assert "0.55 vs 0.15 (+0.40, spread 0.07): holds" in lines["ATOD > GRPO (ATOD Table 1)"]
     assert "0.55 vs 0.50 (+0.05, spread 0.11): same sign, within spread" in lines["ATOD > OPD (ATOD Table 1)"]
-    divopd = "DivOPD sampler >= arrival-order OPD (DivOPD Table 2; lockstep, low load)"
+    divopd = "DivOPD sampler >= arrival-order OPD (DivOPD Table 1; lockstep, low load)"
     assert "0.30 vs 0.50 (-0.20, spread 0.10): does NOT hold" in lines[divopd]
     assert "T-DUR" not in text  # a claim is checked only when both of its arms ran
+    assert "optim.lr = 0.001; learning-rate search budget per arm: 1 value" in text
+    # curve summaries: Peak = best checkpoint, Final-5 over the 2 checkpoints, nAUC@4 (trapezoids from step 0)
+    assert "| atod | 2 | 0.55 ± 0.05 | 0.41 ± 0.04 | 0.28 ± 0.02 | 4 |" in text
     assert "the whole comparison: 10.0 min on 2 CPUs" in text and "1.0, 2.0, 3.0" in text
     for png in ("success-vs-steps.png", "success-vs-tokens.png"):
         assert (tmp_path / png).stat().st_size > 1000
@@ -58,7 +62,7 @@ def test_report_of_a_stopped_comparison_marks_single_seeds(tmp_path: Path) -> No
     )
     machine = {"wall_s": 60.0, "cpus": 2, "load_start": (1.0, 1.0, 1.0), "load_end": (1.0, 1.0, 1.0)}
     runs = [run("atod", 0), run("atod", 1), run("grpo", 0)]  # opd never ran, grpo one seed
-    text = write_report(spec, baselines, runs, machine, tmp_path, "default size").read_text()
+    text = write_report(spec, Measured(baselines, runs, machine, [], None), tmp_path, "default size").read_text()
     assert "| opd | 0 | not run |" in text and "| grpo | 1 | 0.10 ± 0.00 |" in text
     assert "a > b on one seed (no spread)" in text and "ATOD > OPD" not in text
 

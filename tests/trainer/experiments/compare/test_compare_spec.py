@@ -20,7 +20,7 @@ def test_atod_ablation_arms_share_one_budget(comparison: str) -> None:
     assert [a.name for a in spec.arms] == [
         "grpo",
         "opd",
-        "divopd-base",
+        "divopd",
         "branchopd",
         "opd-multi",
         "atod",
@@ -44,9 +44,9 @@ def test_atod_ablation_arms_share_one_budget(comparison: str) -> None:
             per_step = rollout.group_size * rollout.tasks_per_step
         assert per_step == 16 or (rollout.strategy == "branch" and per_step <= 16), name
     assert configs["opd"].rollout.group_size == 1 and configs["opd-multi"].rollout.group_size == 4
-    divopd = configs["divopd-base"].divopd
-    assert divopd.reader == "divopd-base" and divopd.schedule == "lockstep"
-    assert configs["divopd-base"].checkpoint_every == spec.eval_every  # compare evaluates its checkpoints
+    divopd = configs["divopd"].divopd
+    assert divopd.reader == "divopd" and divopd.schedule == "lockstep"
+    assert configs["divopd"].checkpoint_every == spec.eval_every  # compare evaluates its checkpoints
     assert configs["branchopd"].rollout.snapshots and configs["branchopd"].objective.name == "branchopd"
     assert configs["atod-tdur-token"].objective.params["tdur"] == "token"
     assert configs["atod"].objective.params["coef_anneal_steps"] == spec.steps
