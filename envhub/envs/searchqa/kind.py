@@ -24,7 +24,8 @@ from envhub.envs.searchqa.retriever import Retriever, open_index
 ENV_VERSION = "1"
 """Version of this environment's behaviour (observations, rewards, native snapshot layout)."""
 DEFAULT_MAX_TURNS = 4
-"""Search-R1's `max_turns`: the default turn limit of a session."""
+"""The default turn limit of a session: BranchOPD's Search-QA setting ("at most four interaction steps are
+allowed"); Search-R1's own training script uses `max_turns=2`."""
 
 
 def _task_specs(source: DataSource) -> dict[str, list[TaskSpec]]:
@@ -66,7 +67,7 @@ class SearchQAKind(EnvironmentKind):
         "topk": f"passages a search returns when the session sets no topk option, 1 to {MAX_TOPK} "
         f"(default {DEFAULT_TOPK}, as in Search-R1)",
         "max_turns": f"turn limit of a session that sets no max_steps, at least 1 (default {DEFAULT_MAX_TURNS}, "
-        "Search-R1's max_turns)",
+        "BranchOPD's Search-QA setting; Search-R1's script uses 2)",
     }
 
     def __init__(
