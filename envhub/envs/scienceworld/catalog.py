@@ -1,13 +1,22 @@
-"""The ScienceWorld task catalog: 30 tasks and their train/dev/test variations.
+"""The ScienceWorld task catalog: 30 tasks and their train/dev/test variations, plus the DivOPD paper's task-type
+split.
 
 The variation lists come from the jar (`getVariationsTrain/Dev/Test`) and are shipped
 as `catalog.json`, so listing tasks needs no JVM. `python -m
 envhub.envs.scienceworld.catalog` regenerates the file; a test checks it against the jar.
+
+The type split (DivOPD Table 6: "Training and evaluation use disjoint task types. Within each type, we retain the
+first half of the official variation IDs before applying a fixed shuffle") is the split set `type-train` (17
+training types) / `type-heldout` (13 held-out types): a task type is in exactly one of them. Each keeps the first
+half (rounded down) of its type's variation ids 0..N-1 as the jar numbers them, and each split is shuffled once
+with `random.Random(TYPE_SPLIT_SEED)`. A task is the same game under every split that lists it (`boil/3` is in
+`train` and in `type-train`).
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
 from functools import cache
 from pathlib import Path
@@ -21,6 +30,47 @@ from envhub.envs.scienceworld.jvm import Jvm
 
 CATALOG_PATH = Path(__file__).with_name("catalog.json")
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
+"""The jar's own variation splits."""
+TRAINING_TYPES: tuple[str, ...] = (
+    "boil",
+    "melt",
+    "change-the-state-of-matter-of",
+    "use-thermometer",
+    "measure-melting-point-known-substance",
+    "power-component",
+    "test-conductivity",
+    "find-living-thing",
+    "find-plant",
+    "grow-plant",
+    "chemistry-mix",
+    "chemistry-mix-paint-secondary-color",
+    "lifespan-shortest-lived",
+    "identify-life-stages-2",
+    "inclined-plane-determine-angle",
+    "inclined-plane-friction-named-surfaces",
+    "mendelian-genetics-known-plant",
+)
+"""DivOPD Table 6's 17 training task types, in the table's order."""
+HELD_OUT_TYPES: tuple[str, ...] = (
+    "freeze",
+    "measure-melting-point-unknown-substance",
+    "power-component-renewable-vs-nonrenewable-energy",
+    "test-conductivity-of-unknown-substances",
+    "find-non-living-thing",
+    "find-animal",
+    "grow-fruit",
+    "chemistry-mix-paint-tertiary-color",
+    "lifespan-longest-lived",
+    "lifespan-longest-lived-then-shortest-lived",
+    "identify-life-stages-1",
+    "inclined-plane-friction-unnamed-surfaces",
+    "mendelian-genetics-unknown-plant",
+)
+"""DivOPD Table 6's 13 held-out evaluation task types."""
+TYPE_SPLITS: dict[str, tuple[str, ...]] = {"type-train": TRAINING_TYPES, "type-heldout": HELD_OUT_TYPES}
+"""The task-type split set: split name -> its task types."""
+TYPE_SPLIT_SEED = 0
+"""Seed of each type split's fixed shuffle (the paper does not give its seed)."""
 
 
 def read_from_jar(jvm: Jvm) -> dict[str, Any]:
@@ -56,20 +106,25 @@ def load_catalog() -> dict[str, Any]:
 
 
 def task_specs(nondeterministic: frozenset[str]) -> dict[str, list[TaskSpec]]:
-    """TaskSpecs per split, ordered by task then variation; `nondeterministic` holds task names."""
-    specs: dict[str, list[TaskSpec]] = {split: [] for split in SPLITS}
-    for task in load_catalog()["tasks"]:
+    """TaskSpecs per split: the jar's splits ordered by task then variation, then the type splits (shuffled);
+    `nondeterministic` holds task names."""
+    specs: dict[str, list[TaskSpec]] = {split: [] for split in (*SPLITS, *TYPE_SPLITS)}
+
+    def add(split: str, name: str, variation: int) -> None:
+        deterministic = name not in nondeterministic
+        index = len(specs[split])
+        specs[split].append(TaskSpec(f"{name}/{variation}", split, index, name, deterministic=deterministic))
+
+    tasks = {task["name"]: task for task in load_catalog()["tasks"]}
+    for task in tasks.values():
         for split in SPLITS:
             for variation in task[split]:
-                specs[split].append(
-                    TaskSpec(
-                        task_id=f"{task['name']}/{variation}",
-                        split=split,
-                        index=len(specs[split]),
-                        family=task["name"],
-                        deterministic=task["name"] not in nondeterministic,
-                    )
-                )
+                add(split, task["name"], variation)
+    for split, types in TYPE_SPLITS.items():
+        chosen = [(name, variation) for name in types for variation in range(tasks[name]["variations"] // 2)]
+        random.Random(TYPE_SPLIT_SEED).shuffle(chosen)
+        for name, variation in chosen:
+            add(split, name, variation)
     return specs
 
 

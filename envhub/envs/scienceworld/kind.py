@@ -27,7 +27,8 @@ result, docs/results/scienceworld-determinism.json (`python -m envhub.bench.scie
 
 
 class ScienceWorldKind(EnvironmentKind):
-    """ScienceWorld (Wang et al., 2022): 30 science tasks, train/dev/test variations."""
+    """ScienceWorld (Wang et al., 2022): 30 science tasks, train/dev/test variations, and DivOPD's task-type split
+    (`type-train` / `type-heldout`)."""
 
     name = "scienceworld"
     version = f"{SCIENCEWORLD_VERSION}+envhub.1"
@@ -76,10 +77,12 @@ class ScienceWorldKind(EnvironmentKind):
 
     @cached_property
     def _by_id(self) -> dict[str, TaskSpec]:
-        return {spec.task_id: spec for specs in self._specs.values() for spec in specs}
+        """Each task id's spec under the jar's own split (a type split lists the same games again)."""
+        return {spec.task_id: spec for split in catalog.SPLITS for spec in self._specs[split]}
 
     def splits(self) -> list[str]:
-        return list(catalog.SPLITS)
+        """The jar's train/dev/test, then the DivOPD task-type split set (type-train, type-heldout)."""
+        return [*catalog.SPLITS, *catalog.TYPE_SPLITS]
 
     def tasks(self, split: str) -> Sequence[TaskSpec]:
         """Tasks of `split`; KeyError for an unknown split."""

@@ -38,8 +38,8 @@ def test_shipped_catalog_matches_the_jar() -> None:
 
 
 def test_splits_follow_the_package_variation_lists(kind: ScienceWorldKind) -> None:
-    assert kind.splits() == ["train", "dev", "test"]
-    counts = {split: len(kind.tasks(split)) for split in kind.splits()}
+    assert kind.splits() == ["train", "dev", "test", "type-train", "type-heldout"]
+    counts = {split: len(kind.tasks(split)) for split in catalog.SPLITS}
     assert counts == {"train": 3592, "dev": 1796, "test": 1819}  # ScienceWorld paper, Table 1 totals
     boil = [spec.task_id for spec in kind.tasks("train") if spec.family == "boil"]
     assert boil == [f"boil/{v}" for v in range(14)]
@@ -49,6 +49,27 @@ def test_splits_follow_the_package_variation_lists(kind: ScienceWorldKind) -> No
         assert {spec.split for spec in specs} == {split}
     assert kind.tasks("test")[0].task_id == "boil/21"
     assert {spec.family for spec in kind.tasks("dev")} == {t["name"] for t in catalog.load_catalog()["tasks"]}
+
+
+def test_type_split_is_divopd_table_6(kind: ScienceWorldKind) -> None:
+    """Disjoint task types (17 training, 13 held out, every type in one), the first half of each type's variation
+    ids, one fixed shuffle; the same game ids as the jar's splits."""
+    train, held_out = kind.tasks("type-train"), kind.tasks("type-heldout")
+    assert len(catalog.TRAINING_TYPES) == 17 and len(catalog.HELD_OUT_TYPES) == 13
+    assert {s.family for s in train} == set(catalog.TRAINING_TYPES)
+    assert {s.family for s in held_out} == set(catalog.HELD_OUT_TYPES)
+    assert not {s.family for s in train} & {s.family for s in held_out}  # no held-out type is a training type
+    names = {t["name"]: t["variations"] for t in catalog.load_catalog()["tasks"]}
+    assert set(catalog.TRAINING_TYPES) | set(catalog.HELD_OUT_TYPES) == set(names)
+    for specs in (train, held_out):
+        assert [s.index for s in specs] == list(range(len(specs)))
+        for family in {s.family for s in specs}:
+            variations = sorted(int(s.task_id.rpartition("/")[2]) for s in specs if s.family == family)
+            assert variations == list(range(names[family] // 2))
+        assert len({s.family for s in specs[:20]}) > 3  # shuffled: the first tasks mix types
+    assert [s.task_id for s in kind.tasks("type-heldout")][:3] == [s.task_id for s in held_out][:3]  # fixed
+    assert kind.task("freeze/0").split == "train"  # an id names one game, listed under the jar's split
+    assert len(train) == 2294 and len(held_out) == 1308
 
 
 def test_deterministic_flags_come_from_the_committed_study(kind: ScienceWorldKind) -> None:
