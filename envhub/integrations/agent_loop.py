@@ -1,10 +1,11 @@
 """`play_episode`: one multi-turn envhub episode against an async token-in/token-out generator.
 
 This is the host-independent body of agent-loop style integrations (verl's `AgentLoopBase`):
-the host supplies `generate` (its LLM server call) and a tokenizer; the loop renders the
-observation, samples a turn, steps the episode through a shared `StepBatcher` (so concurrent
-episodes share envhub rounds), appends the environment's answer as untrained tokens, and
-returns the token fields the host trains on.
+the host supplies `generate` (its LLM server call) and its tokenizer as a `ChatTokens` (the chat
+template, as verl tokenises conversations; raw text for a tokenizer without one); the loop renders
+the observation as a user turn, samples a turn, steps the episode through a shared `StepBatcher`
+(so concurrent episodes share envhub rounds), appends the environment's answer as the next user
+turn in untrained tokens, and returns the token fields the host trains on.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from envhub.integrations.batching import StepBatcher
+from envhub.integrations.chat import ChatTokens
 from envhub.integrations.text import Render, parse_action, render_turn
 
 
@@ -50,7 +52,7 @@ class EpisodeTokens:
 
 async def play_episode(
     generate: Generate,
-    tokenizer: Any,
+    chat: ChatTokens,
     batcher: StepBatcher,
     task_id: str,
     *,
@@ -63,7 +65,7 @@ async def play_episode(
     """Play `task_id` until it ends, `max_turns` model turns pass, or the response reaches `response_length`."""
     episodes = batcher.episodes
     turn = await asyncio.to_thread(episodes.start, task_id, seed=seed)
-    tokens = EpisodeTokens(prompt_ids=tokenizer.encode(render(turn), add_special_tokens=False))
+    tokens = EpisodeTokens(prompt_ids=chat.prompt(render(turn)))
     request_id = uuid.uuid4().hex
     try:
         while tokens.num_turns < max_turns and len(tokens.response_ids) < response_length:
@@ -72,13 +74,15 @@ async def play_episode(
                 prompt_ids=tokens.prompt_ids + tokens.response_ids,
                 sampling_params=sampling_params,
             )
-            tokens.add(list(out.token_ids), out.log_probs, trained=True)
+            reply = list(out.token_ids)
+            tokens.add(reply, out.log_probs, trained=True)
             tokens.num_turns += 1
-            turn = await batcher.step(turn.session_id, parse_action(tokenizer.decode(out.token_ids)))
+            text = chat.tokenizer.decode(reply, skip_special_tokens=True)
+            turn = await batcher.step(turn.session_id, parse_action(text))
             tokens.reward += turn.reward
             if turn.done:
                 break
-            tokens.add(tokenizer.encode(render(turn), add_special_tokens=False), None, trained=False)
+            tokens.add(chat.feedback(render(turn), closed=chat.closes(reply)), None, trained=False)
     finally:
         await asyncio.to_thread(episodes.end, turn.session_id)
     tokens.won = turn.won

@@ -10,13 +10,17 @@
   model calls `act(command)`; `get_reward()` scores the episode.
 
 Both take the task from the dataset: `task_dataset(...)` writes one row per task, whose
-`prompt` is the task id (the rollout renders the real prompt from the first observation)
-and whose `task_id` column `EnvhubToolEnv.reset` receives. Install `envhub[trl]`.
+`prompt` is one conversational user message naming the task (`envhub task <id>`: TRL's
+environment mode appends the first observation to it; the rollout reads the id from it and
+renders its own prompt from the first observation) and whose `task_id` column
+`EnvhubToolEnv.reset` receives. The rollout tokenises through the tokenizer's chat template
+(`ChatTokens`; raw text for a tokenizer without one). Install `envhub[trl]`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from itertools import groupby
 from typing import Any
 
@@ -24,18 +28,35 @@ import torch
 from datasets import Dataset
 
 from envhub.client import EnvView, SessionPort, Sessions
+from envhub.integrations.chat import ChatTokens
 from envhub.integrations.text import Render, parse_action, render_turn
+
+TASK_LINE = "envhub task {task_id}\n"
+"""The user message of a dataset row (TRL's environment mode appends the first observation to it)."""
+_TASK = re.compile(r"envhub task (\S+)")
 
 
 def task_dataset(targets: str | Sequence[str], environment: str, split: str = "train", limit: int = 0) -> Dataset:
-    """One row per task of `split` (the first `limit` when > 0): `prompt` and `task_id` are both the task id."""
+    """One row per task of `split` (the first `limit` when > 0): `prompt` is a conversation of one user message
+    naming the task (TASK_LINE), `task_id` the task id."""
     episodes = Sessions.connect(targets, environment)
     try:
         ids = episodes.task_ids(split)
     finally:
         episodes.close()
     ids = ids[:limit] if limit > 0 else ids
-    return Dataset.from_dict({"prompt": ids, "task_id": ids})
+    prompts = [[{"role": "user", "content": TASK_LINE.format(task_id=task_id)}] for task_id in ids]
+    return Dataset.from_dict({"prompt": prompts, "task_id": ids})
+
+
+def task_of(prompt: str | Sequence[Mapping[str, Any]]) -> str:
+    """The envhub task id a dataset prompt names: a `task_dataset` conversation, or a plain task id."""
+    if isinstance(prompt, str):
+        return prompt
+    found = _TASK.match(str(prompt[-1]["content"]))
+    if found is None:
+        raise ValueError(f"the prompt names no envhub task (a user message 'envhub task <id>'): {prompt!r}")
+    return found.group(1)
 
 
 def envhub_reward(completions: list[Any], env_reward: list[float], **kwargs: Any) -> list[float]:
@@ -89,8 +110,9 @@ class EnvhubRollout:
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         tokenizer = trainer.processing_class
+        chat = ChatTokens(tokenizer)
         budget = int(trainer.max_completion_length)
-        games = self._start(prompts, tokenizer)
+        games = self._start(prompts, chat)
         try:
             for _ in range(self.max_turns):
                 live = [g for g in games if g.live]
@@ -104,7 +126,8 @@ class EnvhubRollout:
                     if turn.done or len(game.completion_ids) >= budget:
                         game.live = False
                     else:
-                        game.add(tokenizer(self.render(turn), add_special_tokens=False)["input_ids"], None)
+                        closed = chat.closes(game.completion_ids)
+                        game.add(chat.feedback(self.render(turn), closed), None)
         finally:
             for game in games:
                 self.episodes.end(game.turn.session_id)
@@ -117,13 +140,13 @@ class EnvhubRollout:
             "won": [g.turn.won for g in games],
         }
 
-    def _start(self, prompts: list[Any], tokenizer: Any) -> list[_Episode]:
+    def _start(self, prompts: list[Any], chat: ChatTokens) -> list[_Episode]:
         """One session per run of equal prompts (TRL repeats each prompt G times), forked for the others."""
         games = []
-        for task_id, run in groupby(str(p) for p in prompts):
+        for task_id, run in groupby(task_of(p) for p in prompts):
             count = len(list(run))
             first = self.episodes.start(task_id, seed=self.seed)
-            ids = tokenizer(self.render(first), add_special_tokens=False)["input_ids"]
+            ids = chat.prompt(self.render(first))
             sessions = (
                 [first.session_id, *self.episodes.fork(first.session_id, count - 1)]
                 if count > 1

@@ -24,6 +24,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from envhub.client import Sessions
 from envhub.integrations.agent_loop import play_episode
 from envhub.integrations.batching import StepBatcher
+from envhub.integrations.chat import ChatTokens
 
 _BATCHERS: dict[tuple[str, ...], StepBatcher] = {}
 
@@ -51,7 +52,7 @@ class EnvhubAgentLoop(AgentLoopBase):
         length = int(self.rollout_config.response_length)
         tokens = await play_episode(
             self.server_manager.generate,
-            self.tokenizer,
+            ChatTokens(self.tokenizer),
             _batcher(settings),
             task_id,
             sampling_params=sampling_params,

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from envhub.client import Sessions
 from envhub.integrations.agent_loop import play_episode
 from envhub.integrations.batching import StepBatcher
+from envhub.integrations.chat import ChatTokens
 
 
 class _TinyServer:
@@ -67,14 +68,14 @@ def test_concurrent_agent_loops_play_envhub_episodes(alfworld_target: str, tiny:
         return await asyncio.gather(
             play_episode(
                 _Expert(tokenizer, plan).generate,
-                tokenizer,
+                ChatTokens(tokenizer),
                 batcher,
                 "train/00000",
                 sampling_params=params,
                 response_length=1 << 16,  # the rendered admissible actions are long in a 400-token vocabulary
             ),
             *(
-                play_episode(server.generate, tokenizer, batcher, task, sampling_params=params, max_turns=3)
+                play_episode(server.generate, ChatTokens(tokenizer), batcher, task, sampling_params=params, max_turns=3)
                 for task in ("train/00001", "train/00002", "train/00001")
             ),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from importlib import resources
 from pathlib import Path
@@ -39,7 +40,8 @@ def _config(out: Path, **settings: Any) -> GRPOConfig:
 
 def _length_reward(completions: list[str], **kwargs: Any) -> list[float]:
     """A tiny random policy never wins, so this gives the groups reward variance and the optimizer a real step."""
-    return [len(c) / 100 for c in completions]
+    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]  # conversational: messages
+    return [len(text) / 100 for text in texts]
 
 
 @pytest.mark.slow
@@ -55,7 +57,7 @@ def test_grpo_trainer_runs_two_steps_on_envhub_episodes(alfworld_target: str, ti
         assert (
             len(out["completion_ids"]) == len(prompts) and prompts[0] == prompts[1]
         )  # TRL repeats each prompt G times
-        outputs.append(out)
+        outputs.append(copy.deepcopy(out))  # as returned (TRL edits the dict it is given)
         return out
 
     trainer = GRPOTrainer(
@@ -80,9 +82,7 @@ def test_grpo_trainer_accepts_the_tool_env(alfworld_target: str, tiny: Path, tmp
     """TRL's environment mode: the trainer probes the class, renders `act` as a tool, resets on the rows."""
     tokenizer = AutoTokenizer.from_pretrained(tiny)
     tokenizer.chat_template = (resources.files("trl") / "chat_templates" / "qwen3.jinja").read_text()
-    dataset = task_dataset(alfworld_target, "alfworld", limit=2).map(
-        lambda row: {"prompt": [{"role": "user", "content": "Solve the task."}]}
-    )
+    dataset = task_dataset(alfworld_target, "alfworld", limit=2)  # as documented: TRL appends the observation
     trainer = GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(tiny),
         args=_config(tmp_path, max_completion_length=16, max_tool_calling_iterations=1),
