@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml
 	# torch first, from this machine's local CPU build: an unpinned torch would pull a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[scienceworld,alfworld,searchqa,webshop,trainer,openenv,trl,tracing,wandb,mlflow,dev]'
+	# OpenEnv's AutoEnv finds envhub through this small package (docs/integrations.md)
+	$(BIN)/pip install -q --no-deps -e integrations/openenv-envhub_env
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -66,8 +68,8 @@ test: setup check-protos lint test-adapters
 lint: setup buf
 	$(BIN)/python -m envhub.tools.lint_protos
 	$(BIN)/python -m envhub.tools.buf_check
-	$(BIN)/ruff check envhub trainer tests deploy
-	$(BIN)/ruff format --check envhub trainer tests deploy
+	$(BIN)/ruff check envhub trainer tests deploy integrations
+	$(BIN)/ruff format --check envhub trainer tests deploy integrations
 	$(BIN)/mypy
 
 ## buf (npm @bufbuild/buf, pinned) for `buf lint` and `buf breaking` against contract/released (buf.yaml).

@@ -1,20 +1,21 @@
-"""OpenEnv over envhub: `EnvhubEnv` (an OpenEnv `EnvClient`) and `EnvhubEnvironment` (an OpenEnv `Environment`).
+"""OpenEnv over envhub: `EnvhubEnvironment` (an OpenEnv `Environment`), its server and its client `EnvhubEnv`.
 
-`EnvhubEnv` is what an OpenEnv user constructs in place of an environment's own client:
-OpenEnv's `EnvClient.reset` / `step` / `state`, its `.sync()` wrapper and its context
-managers run unchanged; only the transport differs: the messages OpenEnv would send over its
-WebSocket are answered by an `EnvhubEnvironment` in this process, which makes envhub gRPC
-calls, and the answers are serialized with OpenEnv's own server-side serializer. For OpenEnv
-clients in other processes, `create_openenv_app` serves `EnvhubEnvironment` with OpenEnv's
-own FastAPI server.
+* `EnvhubEnvironment` is OpenEnv's server-side environment interface (`reset` / `step` /
+  `state`) over one envhub session at a time, plus what envhub adds: `snapshot()`, `restore()`,
+  `fork()` and `expert_actions()`. Used directly, it is an in-process OpenEnv environment.
+* `create_openenv_app(target, environment)` serves it with OpenEnv's own FastAPI server (one
+  environment per OpenEnv session); `python -m envhub.integrations.openenv --target ... --env ...`
+  runs that server with uvicorn.
+* `EnvhubEnv` is its OpenEnv client (an `EnvClient` with OpenEnv's own transport). The
+  `openenv-envhub_env` package (integrations/openenv-envhub_env) makes it discoverable:
+  `AutoEnv.from_env("envhub", base_url=...)`; `GenericEnvClient` works too.
 
-envhub adds `snapshot()`, `restore()`, `fork()` and `expert_actions()` to both classes.
-Install with `pip install 'envhub[openenv]'`.
+Install with `pip install 'envhub[openenv]'` (and `./integrations/openenv-envhub_env` for AutoEnv).
 """
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -23,7 +24,6 @@ from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.serialization import deserialize_action, serialize_observation
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
@@ -176,67 +176,14 @@ class EnvhubEnvironment(Environment[EnvhubAction, EnvhubObservation, EnvhubState
 
 
 class EnvhubEnv(EnvClient[EnvhubAction, EnvhubObservation, EnvhubState]):
-    """An OpenEnv client whose environment is an envhub session.
+    """The OpenEnv client of envhub episodes served by OpenEnv's own server (`create_openenv_app`).
 
-    `base_url` is an envhub gRPC target ("host:port") or a list of replicas. Use it as any
-    OpenEnv client: `async with EnvhubEnv(...) as env`, or `with EnvhubEnv(...).sync() as env`,
-    then `reset()`, `step(EnvhubAction(command=...))` (a plain string works too), `state()`.
+    Everything but the three conversions OpenEnv asks of an environment's client is OpenEnv's:
+    its WebSocket transport, `reset` / `step` / `state`, `.sync()`, the context managers.
+    `EnvhubEnv(base_url="http://localhost:8000")`, or with the `openenv-envhub_env` package
+    installed, `AutoEnv.from_env("envhub", base_url=...)`. A plain string works as an action.
     """
 
-    def __init__(
-        self,
-        base_url: str | Sequence[str],
-        environment: str,
-        *,
-        task_ids: Sequence[str] | None = None,
-        split: str = "train",
-        max_steps: int = 0,
-        admissible: bool = True,
-        token: str | None = None,
-        message_timeout_s: float = 60.0,
-    ) -> None:
-        super().__init__("http://envhub.invalid", message_timeout_s=message_timeout_s)
-        self._episodes: SessionPort = Sessions.connect(
-            base_url, environment, token=token, max_steps=max_steps, admissible=admissible, timeout=message_timeout_s
-        )
-        self._owns_episodes = True
-        self._environment = EnvhubEnvironment(self._episodes, task_ids=task_ids, split=split)
-
-    @classmethod
-    def _adopting(cls, environment: EnvhubEnvironment, message_timeout_s: float) -> EnvhubEnv:
-        client = cls.__new__(cls)
-        EnvClient.__init__(client, "http://envhub.invalid", message_timeout_s=message_timeout_s)
-        client._episodes = environment.episodes
-        client._owns_episodes = False
-        client._environment = environment
-        return client
-
-    # The transport: OpenEnv's messages answered by the in-process EnvhubEnvironment.
-    async def connect(self) -> EnvhubEnv:
-        return self
-
-    async def disconnect(self) -> None:
-        await asyncio.to_thread(self._environment.close)
-        if self._owns_episodes:
-            self._episodes.close()
-
-    async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
-        return await asyncio.wait_for(asyncio.to_thread(self._answer, message), timeout=self._message_timeout)
-
-    def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
-        """What OpenEnv's server would answer to `message` (its WebSocket protocol, as dicts)."""
-        kind, data = message.get("type"), message.get("data", {})
-        if kind == "reset":
-            return {"type": "observation", "data": serialize_observation(self._environment.reset(**data))}
-        if kind == "step":
-            action = deserialize_action(data, EnvhubAction)
-            assert isinstance(action, EnvhubAction)
-            return {"type": "observation", "data": serialize_observation(self._environment.step(action))}
-        if kind == "state":
-            return {"type": "state", "data": self._environment.state.model_dump()}
-        raise ValueError(f"EnvhubEnv cannot answer an OpenEnv {kind!r} message")
-
-    # OpenEnv's conversions
     def _step_payload(self, action: EnvhubAction | str) -> dict[str, Any]:
         return EnvhubAction(command=action).model_dump() if isinstance(action, str) else action.model_dump()
 
@@ -246,22 +193,6 @@ class EnvhubEnv(EnvClient[EnvhubAction, EnvhubObservation, EnvhubState]):
 
     def _parse_state(self, payload: dict[str, Any]) -> EnvhubState:
         return EnvhubState.model_validate(payload)
-
-    # What envhub adds
-    async def expert_actions(self) -> list[str]:
-        return await asyncio.to_thread(self._environment.expert_actions)
-
-    async def snapshot(self) -> bytes:
-        return await asyncio.to_thread(self._environment.snapshot)
-
-    async def restore(self, snapshot: bytes) -> StepResult[EnvhubObservation]:
-        observation = await asyncio.to_thread(self._environment.restore, snapshot)
-        return self._parse_result(serialize_observation(observation))
-
-    async def fork(self, count: int = 1) -> list[EnvhubEnv]:
-        """`count` clients, each on an independent copy of this episode (same connection)."""
-        children = await asyncio.to_thread(self._environment.fork, count)
-        return [EnvhubEnv._adopting(child, self._message_timeout) for child in children]
 
 
 def create_openenv_app(
@@ -294,3 +225,21 @@ __all__ = [
     "EnvhubState",
     "create_openenv_app",
 ]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve envhub episodes with OpenEnv's server: `python -m envhub.integrations.openenv --target ... --env ...`."""
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="OpenEnv's server over an envhub server")
+    parser.add_argument("--target", action="append", required=True, help="envhub host:port (repeat for replicas)")
+    parser.add_argument("--env", required=True, help="the envhub environment, e.g. alfworld")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--host", default="localhost")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    uvicorn.run(create_openenv_app(args.target, args.env, split=args.split), host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

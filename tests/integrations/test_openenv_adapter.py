@@ -1,8 +1,9 @@
-"""OpenEnv's own client code (EnvClient, SyncEnvClient, GenericEnvClient) driving real envhub ALFWorld episodes."""
+"""OpenEnv's own code over real envhub ALFWorld episodes: its FastAPI server around `EnvhubEnvironment`, its
+clients (`EnvhubEnv`, `GenericEnvClient`, `.sync()`), `AutoEnv` discovery of the openenv-envhub_env package,
+and envhub's snapshots and forks on the environment itself."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterator
 
@@ -13,55 +14,25 @@ pytest.importorskip("openenv")
 import uvicorn
 from openenv.core import GenericEnvClient
 
-from envhub.integrations.openenv import EnvhubAction, EnvhubEnv, create_openenv_app
+from envhub.client import Sessions
+from envhub.integrations.openenv import EnvhubAction, EnvhubEnv, EnvhubEnvironment, create_openenv_app
 
 TASK = "train/00000"
 
 
-def test_sync_client_plays_a_full_episode_to_a_win(alfworld_target: str) -> None:
-    with EnvhubEnv(alfworld_target, "alfworld").sync() as env:
-        result = env.reset(task_id=TASK)
-        assert not result.done and result.observation.task_description
-        assert result.observation.admissible_actions
-        steps = 0
-        while not result.done:
-            result = env.step(EnvhubAction(command=env.expert_actions()[0]))
-            steps += 1
-        state = env.state()
-    assert result.observation.won and result.reward == 1.0
-    assert state.step_count == steps and state.won and state.task_id == TASK
-    assert state.episode_id and state.environment == "alfworld"
+def _plan(target: str) -> list[str]:
+    """The expert's winning actions for TASK (seed 0), on a session of its own."""
+    sessions = Sessions.connect(target, "alfworld")
+    turn, plan = sessions.start(TASK), []
+    while not turn.done:
+        plan.append(sessions.expert(turn.session_id)[0])
+        turn = sessions.step(turn.session_id, plan[-1])
+    sessions.end(turn.session_id)
+    sessions.close()
+    return plan
 
 
-def test_async_client_snapshot_fork_and_restore(alfworld_target: str) -> None:
-    async def play() -> None:
-        async with EnvhubEnv(alfworld_target, "alfworld", task_ids=[TASK]) as env:
-            first = await env.reset()
-            assert (await env.state()).task_id == TASK
-            plan = []
-            result = first
-            while not result.done:
-                plan.append((await env.expert_actions())[0])
-                result = await env.step(plan[-1])
-            # back to the start: the snapshot replays the same plan to the same win
-            await env.reset()
-            await env.step(plan[0])
-            snapshot = await env.snapshot()
-            children = await env.fork(2)
-            for child in children:
-                outcome = None
-                for action in plan[1:]:
-                    outcome = await child.step(action)
-                assert outcome is not None and outcome.observation.won
-                await child.close()
-            restored = await env.restore(snapshot)
-            assert restored.observation.step_index == 1
-            assert (await env.step("examine the ceiling")).observation.step_index == 2
-
-    asyncio.run(play())
-
-
-@pytest.fixture
+@pytest.fixture(scope="module")
 def openenv_server(alfworld_target: str) -> Iterator[str]:
     """OpenEnv's own FastAPI server over envhub, on a free loopback port."""
     server = uvicorn.Server(uvicorn.Config(create_openenv_app(alfworld_target, "alfworld"), port=0, log_level="error"))
@@ -77,7 +48,35 @@ def openenv_server(alfworld_target: str) -> Iterator[str]:
     thread.join(timeout=30)
 
 
-def test_openenv_websocket_client_plays_through_openenv_server(openenv_server: str) -> None:
+def test_the_envhub_client_plays_a_full_episode_to_a_win(alfworld_target: str, openenv_server: str) -> None:
+    plan = _plan(alfworld_target)
+    with EnvhubEnv(base_url=openenv_server).sync() as env:
+        result = env.reset(task_id=TASK)
+        assert not result.done and result.observation.task_description
+        assert result.observation.admissible_actions
+        for action in plan:
+            result = env.step(EnvhubAction(command=action))
+        state = env.state()
+    assert result.done and result.observation.won and result.reward == 1.0
+    assert state.step_count == len(plan) and state.won and state.task_id == TASK
+    assert state.episode_id and state.environment == "alfworld"
+
+
+def test_autoenv_discovers_envhub_and_connects_to_the_server(openenv_server: str) -> None:
+    pytest.importorskip("envhub_env", reason="the openenv-envhub_env package is not installed (make setup installs it)")
+    from openenv import AutoEnv
+    from openenv.auto._discovery import get_discovery
+
+    get_discovery().discover(use_cache=False)  # OpenEnv caches discovery in a temporary file: look afresh
+    env = AutoEnv.from_env("envhub", base_url=openenv_server)
+    assert type(env) is EnvhubEnv
+    with env.sync() as client:
+        result = client.reset(task_id=TASK)
+        result = client.step("look")  # a plain string is a command
+        assert not result.done and client.state().step_count == 1
+
+
+def test_openenvs_generic_client_plays_through_the_same_server(openenv_server: str) -> None:
     with GenericEnvClient(base_url=openenv_server).sync() as env:
         result = env.reset(task_id=TASK)
         assert result.observation["task_description"]
@@ -86,3 +85,24 @@ def test_openenv_websocket_client_plays_through_openenv_server(openenv_server: s
             result = env.step({"command": result.observation["admissible_actions"][0]})
             steps += 1
         assert steps > 0 and env.state()["step_count"] == steps
+
+
+def test_the_environment_snapshots_forks_and_restores(alfworld_target: str) -> None:
+    plan = _plan(alfworld_target)
+    sessions = Sessions.connect(alfworld_target, "alfworld")
+    environment = EnvhubEnvironment(sessions, task_ids=[TASK])
+    environment.reset()
+    environment.step(EnvhubAction(command=plan[0]))
+    snapshot = environment.snapshot()
+    for child in environment.fork(2):
+        observation = None
+        for action in plan[1:]:
+            observation = child.step(EnvhubAction(command=action))
+        assert observation is not None and observation.won and observation.done
+        child.close()
+    restored = environment.restore(snapshot)
+    assert restored.step_index == 1 and environment.state.task_id == TASK
+    assert environment.step(EnvhubAction(command="examine the ceiling")).step_index == 2
+    assert environment.expert_actions()
+    environment.close()
+    sessions.close()
