@@ -3,7 +3,8 @@
 verifiers' own agent side (a harness program launched through `uv`, talking to an
 OpenAI-compatible model endpoint) cannot run offline here, so the player is a script with
 verifiers' interaction surface (`interaction(task)` -> `turn(text)` -> `vf.Segment`) and a
-real `vf.Trace`; everything else (config resolution by plugin id, the taskset, `Env.run`,
+real `vf.Trace`; everything else (`vf.resolve_env_config` and `vf.load_environment`, which resolve the
+plugin id to envhub's config, taskset and env classes, the taskset, `Env.run`,
 reward recording, the envhub calls) is the real code.
 """
 
@@ -72,8 +73,11 @@ class _Agents:
 
 
 def test_env_plays_envhub_episodes_resolved_by_plugin_id(alfworld_target: str) -> None:
-    config = EnvhubEnvConfig(taskset=EnvhubTasksetConfig(id="envhub-verifiers", target=alfworld_target))
-    env = EnvhubVerifiersEnv(config)
+    # verifiers' own entry: raw config (as from TOML or the CLI) narrowed by the taskset id, then loaded
+    config = vf.resolve_env_config({"taskset": {"id": "envhub-verifiers", "target": alfworld_target}})
+    assert isinstance(config, EnvhubEnvConfig) and isinstance(config.taskset, EnvhubTasksetConfig)
+    env = vf.load_environment(config)
+    assert type(env) is EnvhubVerifiersEnv
     tasks = list(env.taskset.take(2))
     assert [t.data.name for t in tasks] == ["train/00000", "train/00001"]
     plans = [_plan(alfworld_target, t.data.name) for t in tasks]
