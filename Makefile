@@ -61,6 +61,18 @@ gpu-smoke:
 	tail -q -n 2 runs/gpu-smoke/train/metrics.jsonl runs/gpu-smoke/train-ray/metrics.jsonl > runs/gpu-smoke/summary.jsonl
 	cat runs/gpu-smoke/summary.jsonl
 
+## The GPU path on the lent H200 (docs/gpu.md): that image's own python3, the wheels it lacks carried from
+## .gpu-wheels (make gpu-wheels here first), no network, a one-screen summary in runs/gpu-check. DEVICE=cpu
+## rehearses it here with the project's venv (gloo, no IPC, tiny sizes); CI runs that through the tests.
+DEVICE ?= cuda
+GPU_CHECK_PY = $(if $(filter cpu,$(DEVICE)),$(BIN)/python,python3)
+gpu-check: $(if $(filter cpu,$(DEVICE)),setup)
+	$(GPU_CHECK_PY) -m trainer.gpucheck --device $(DEVICE) --out runs/gpu-check
+
+## The cp312 manylinux wheels gpu-check carries (trainer/gpucheck/wheels.py NEEDS), into the ignored .gpu-wheels.
+gpu-wheels: setup
+	$(BIN)/python -m trainer.gpucheck.wheels download .gpu-wheels
+
 ## The test command (CI runs exactly this).
 test: setup check-protos lint test-adapters
 	$(BIN)/python -m pytest -q -m 'not gpu and not bench'

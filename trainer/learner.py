@@ -90,15 +90,19 @@ class Learner:
         *,
         recompute_logp_old: bool = False,
         pbr: PbrConfig | None = None,
+        fsdp: bool = False,
     ) -> None:
         self.device = torch.device(device)
         self.rank, self.world_size = world()
+        self.sharded = self.world_size > 1 or fsdp
+        """FSDP2 over the process group: always with several ranks; `fsdp` shards a one-rank group too
+        (what `make gpu-check` runs on one GPU)."""
         if optim.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = model.to(self.device)
         self.model.train()
         self.scorer = LogprobModel(self.model, optim.logprob_chunk_tokens)
-        if self.world_size > 1:
+        if self.sharded:
             self.scorer = shard(self.scorer, self.device)
         self.objective = objective
         self.spec = get_objective(objective.name)
@@ -247,7 +251,7 @@ class Learner:
     def weights(self) -> dict[str, torch.Tensor]:
         """CPU copy of the current parameters, named as in the HF state dict (for rollout workers).
         Sharded: a collective; rank 0 gets the full dict, the other ranks an empty one."""
-        if self.world_size == 1:
+        if not self.sharded:
             return {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.model.state_dict().items()}
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
@@ -259,7 +263,7 @@ class Learner:
         """Write a checkpoint to `folder`: one rank writes an HF model folder plus optimizer, step and RNG
         states; several ranks write their shards (`sharded_checkpoint`; `load_model` assembles them)."""
         out = Path(folder)
-        if self.world_size > 1:
+        if self.sharded:
             return self._save_sharded(out, tokenizer)
         out.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(out)
@@ -299,10 +303,10 @@ class Learner:
         folder = Path(folder)
         state = torch.load(folder / STATE_FILE, weights_only=False)
         if sharded_checkpoint(folder):
-            if self.world_size == 1:
+            if not self.sharded:
                 raise ValueError(f"{folder} is a sharded checkpoint: resume it with placement.learner_gpus > 1")
             self._load_sharded(folder)
-        elif self.world_size > 1:
+        elif self.sharded:
             raise ValueError(f"{folder} is a one-rank checkpoint: resume it with one learner rank")
         else:
             self.optimizer.load_state_dict(state["optimizer"])

@@ -144,6 +144,7 @@ class HFBackend:
                 position_ids=step_positions,
                 past_key_values=cache,
                 use_cache=True,
+                logits_to_keep=1,  # the prompt's other positions' logits would be B x L x V (10 GB at batch 64)
             )
             logits = out.logits[:, -1, :].float()
             logp = torch.log_softmax(logits, dim=-1)
