@@ -28,7 +28,9 @@ from textworld.envs import PddlEnv
 from textworld.envs.pddl import logic as pddl_logic
 from textworld.logic import Proposition, Variable
 
-from envhub.envs.alfworld.library import DownwardHandle, SharedDownward, atom_name, sas_layout
+from envhub.envs.alfworld.commands import CommandTexts, changing_predicates
+from envhub.envs.alfworld.library import DownwardHandle, SharedDownward
+from envhub.envs.alfworld.sas import atom_name, sas_task
 
 FactRow = list[Any]
 """A fact as plain data: [predicate, [argument, ...], [type, ...]]."""
@@ -49,6 +51,8 @@ class _LoadedGame:
     initial_state: pddl_logic.PddlState
     """A private copy of the state right after load (restores copy it instead of translating again)."""
     initial_facts: frozenset[Proposition]
+    commands: CommandTexts
+    """Its command texts, derived once per action where the grammar allows (shared by its engines)."""
 
 
 @dataclass(frozen=True)
@@ -88,11 +92,43 @@ def _copy_pddl_state(state: pddl_logic.PddlState, handle: DownwardHandle) -> pdd
 
 
 class _SharedPddlEnv(PddlEnv):
-    """`PddlEnv` whose `downward_lib` is a handle on the worker's shared library."""
+    """`PddlEnv` whose `downward_lib` is a game-state handle, and whose command texts come from `CommandTexts`."""
 
     def __init__(self, infos: textworld.EnvInfos, handle: DownwardHandle) -> None:
         textworld.Environment.__init__(self, infos)
         self.downward_lib = handle
+        self.commands: CommandTexts | None = None
+        """The loaded game's command texts (set by `GameEngine.load`)."""
+
+    def _gather_infos(self, commands: list[str] | None = None) -> None:
+        """What `PddlEnv._gather_infos` computes; the command texts from `commands` (a restore) or `CommandTexts`.
+
+        The applicable actions come from the state in a fixed order, so recorded texts line up.
+        """
+        pddl_state, state = self._pddl_state, self.state
+        state["command_templates"] = sorted({action.template for action in self._logic.actions.values()})
+        state["won"] = pddl_state.check_goal()
+        state["lost"] = False
+        state["_entity_infos"] = dict(self._entity_infos)
+        state["_facts"] = list(pddl_state.facts)
+        if self.request_infos.facts:
+            state["facts"] = [self._get_human_readable_fact(fact) for fact in state["_facts"]]
+        state["last_action"] = None
+        state["_last_action"] = self._last_action
+        state["_valid_actions"] = list(pddl_state.all_applicable_actions())
+        if commands is None:
+            texts = self.commands
+            if texts is None:
+                raise ValueError("no game loaded")
+            commands = [texts.command(action, pddl_state, self._entity_infos) for action in state["_valid_actions"]]
+        elif len(commands) != len(state["_valid_actions"]):
+            raise ValueError(f"{len(commands)} command texts for {len(state['_valid_actions'])} applicable actions")
+        state["_valid_commands"] = commands
+        state["admissible_commands"] = sorted(set(commands))
+        if self.request_infos.moves:
+            state["moves"] = self._moves
+        if self.request_infos.policy_commands:
+            state["policy_commands"] = pddl_state.replan(self._entity_infos)
 
 
 def _fact_row(fact: Proposition) -> FactRow:
@@ -127,12 +163,16 @@ class GameEngine:
             self._env.load(dict(game_json))
             pddl = self._pddl
             initial = _copy_pddl_state(pddl._pddl_state, self._handle)
-            loaded = _LoadedGame(pddl._game_data, pddl._logic, pddl._entity_infos, initial, frozenset(initial.facts))
+            commands = CommandTexts(pddl._logic, changing_predicates(initial.task))
+            loaded = _LoadedGame(
+                pddl._game_data, pddl._logic, pddl._entity_infos, initial, frozenset(initial.facts), commands
+            )
         else:
             self._pddl._game_data = loaded.data
             self._pddl.walkthrough = loaded.data.get("walkthrough")
             self._pddl._logic = loaded.logic
             self._pddl._entity_infos = loaded.entity_infos
+        self._pddl.commands = loaded.commands
         _remember(_GAMES, key, loaded, GAME_CACHE_SIZE)
         self._game_key = key
         self._loaded = loaded
@@ -205,11 +245,11 @@ class GameEngine:
             rebuilt = _copy_pddl_state(self._game().initial_state, self._handle)
             rebuilt.remove_facts([_fact(row) for row in state["removed"]])
             rebuilt.add_facts([_fact(row) for row in state["added"]])
-            values = sas_layout(rebuilt.sas).values_from_atoms(atom_name(f.name, f.names) for f in rebuilt.facts)
+            values = sas_task(rebuilt.sas).values_from_atoms(atom_name(f.name, f.names) for f in rebuilt.facts)
             self._handle.adopt(rebuilt.sas, rebuilt.sas_replan, values)
             pddl._pddl_state = rebuilt
             pddl.state = GameState()
-            self._restore_infos(list(state["commands"]))
+            pddl._gather_infos(list(state["commands"]))
         pddl.state.feedback = pddl.state.raw = feedback
         self.state = pddl.state
         return self.state
@@ -218,29 +258,6 @@ class GameEngine:
         if self._loaded is None:
             raise ValueError("no game loaded")
         return self._loaded
-
-    def _restore_infos(self, commands: list[str]) -> None:
-        """What `PddlEnv._gather_infos` computes, with the command texts taken from the snapshot.
-
-        Deriving the texts from the grammar is most of a step's cost; the applicable
-        actions come from the library in a fixed order, so the recorded texts line up.
-        """
-        pddl = self._pddl
-        pddl_state, state = pddl._pddl_state, pddl.state
-        state["command_templates"] = sorted({action.template for action in pddl._logic.actions.values()})
-        state["won"] = pddl_state.check_goal()
-        state["lost"] = False
-        state["_entity_infos"] = dict(pddl._entity_infos)
-        state["_facts"] = list(pddl_state.facts)
-        if pddl.request_infos.facts:
-            state["facts"] = [pddl._get_human_readable_fact(fact) for fact in state["_facts"]]
-        state["last_action"] = None
-        state["_last_action"] = None
-        state["_valid_actions"] = list(pddl_state.all_applicable_actions())
-        if len(commands) != len(state["_valid_actions"]):
-            raise ValueError(f"{len(commands)} command texts for {len(state['_valid_actions'])} applicable actions")
-        state["_valid_commands"] = commands
-        state["admissible_commands"] = sorted(set(commands))
 
     def close(self) -> None:
         """Release this engine's claim on the shared library."""

@@ -1,162 +1,53 @@
-"""One fast-downward library per worker process, time-shared by many game states.
+"""Game states answered in Python, and one fast-downward library per worker process for planning.
 
-`fast_downward.load_lib()` copies the 34 MB `libdownward.so` to a temporary folder and
-loads it, and the loaded library holds exactly one planning task and one current state.
-Sessions in a worker interleave, so each needs its own state, but not its own library:
-`SharedDownward` loads the library once and hands every game a `DownwardHandle`, which
-is what TextWorld's `PddlState` sees as its `downward_lib`. Before any call, a handle
-that is not the library's current owner swaps itself in: the outgoing handle saves its
-state (one value per SAS variable), and the incoming one reloads its SAS task with the
-`begin_state` section rewritten to its saved values (plus its replanning task, whose
-search starts from the main task's current state). A swap costs one SAS parse in C, a
-few milliseconds for a kitchen-sized game; no Python state is touched.
+TextWorld's `PddlState` talks to fast-downward's native library (`downward_lib`), which
+holds exactly one planning task and one current state; `fast_downward.load_lib()` copies
+the 34 MB `libdownward.so` for each copy. Sessions in a worker interleave, so each needs
+its own state. A `DownwardHandle` is what each game's `PddlState` sees as its
+`downward_lib`: it answers the calls a step makes (applicable operators, apply, goal
+test, state) from its own state, a list of variable values, with `envhub.envs.alfworld.sas`
+(the same answers, in the same order: tested against the library). So a step touches no
+global state and costs the same however many sessions a process holds.
 
-The same rewrite restores a native snapshot: `SasLayout.values_from_atoms` turns any state,
-given as its true atoms, into variable values, and `DownwardHandle.adopt` takes them,
-without re-translating the PDDL problem.
+Only planning needs the native library (`replan`: ALFWorld's planner expert): the
+handle then loads its task with the `begin_state` section rewritten to its values (and
+its replanning task) into the worker's one `SharedDownward` library, a few milliseconds
+for a kitchen-sized game, and only when the library holds another state.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import fast_downward
-from textworld.envs.pddl.logic import Atom
 
-
-@dataclass(frozen=True)
-class SasVariable:
-    """One variable of a SAS task: its value names and whether axioms derive it."""
-
-    values: tuple[str, ...]
-    derived: bool
-
-
-@dataclass(frozen=True)
-class SasLayout:
-    """What state rewriting needs to know about one SAS task text."""
-
-    variables: tuple[SasVariable, ...]
-    initial: tuple[int, ...]
-    state_start: int
-    """Offset of the first value line of the `begin_state` section."""
-    state_end: int
-    """Offset of the `end_state` line."""
-    atoms: dict[str, tuple[int, int]]
-    """True-atom name -> (variable, value) for the variables that are not derived."""
-    defaults: tuple[int, ...]
-    """Each variable's value when none of its atoms is true (derived ones: their initial value)."""
-
-    def values_from_atoms(self, true_atoms: Iterable[str]) -> list[int]:
-        """Variable values for a state given by its true atom names ("Atom p(a, b)").
-
-        A variable takes the value whose atom is true, else its negated or "none of
-        those" value; derived variables keep their initial (default) value, as the
-        translator writes them and as the library re-derives them.
-        """
-        values = list(self.defaults)
-        for name in true_atoms:
-            found = self.atoms.get(name)
-            if found is not None:
-                values[found[0]] = found[1]
-        return values
-
-    def with_state(self, sas: str, values: Iterable[int]) -> str:
-        """`sas` with its initial state replaced by `values`."""
-        return sas[: self.state_start] + "".join(f"{value}\n" for value in values) + sas[self.state_end :]
-
-
-@functools.lru_cache(maxsize=256)
-def sas_layout(sas: str) -> SasLayout:
-    """Parse the variables and the initial-state position of a SAS task text."""
-    lines = sas.split("\n")
-    variables: list[SasVariable] = []
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line) + 1)
-    index = 0
-    initial: list[int] = []
-    state_start = state_end = -1
-    while index < len(lines):
-        line = lines[index]
-        if line == "begin_variable":
-            count = int(lines[index + 3])
-            derived = int(lines[index + 2]) >= 0
-            variables.append(SasVariable(tuple(lines[index + 4 : index + 4 + count]), derived))
-            index += 4 + count
-        elif line == "begin_state":
-            state_start = offsets[index + 1]
-            initial = [int(value) for value in lines[index + 1 : index + 1 + len(variables)]]
-            index += 1 + len(variables)
-            state_end = offsets[index]
-            break
-        else:
-            index += 1
-    if state_start < 0 or lines[index] != "end_state":
-        raise ValueError("not a SAS task: no begin_state section after the variables")
-    atoms = {
-        name: (number, value)
-        for number, variable in enumerate(variables)
-        if not variable.derived
-        for value, name in enumerate(variable.values)
-        if name.startswith("Atom ")
-    }
-    defaults = tuple(
-        start if variable.derived else next(i for i, name in enumerate(variable.values) if not name.startswith("Atom "))
-        for variable, start in zip(variables, initial, strict=True)
-    )
-    return SasLayout(tuple(variables), tuple(initial), state_start, state_end, atoms, defaults)
-
-
-def atom_name(predicate: str, arguments: Iterable[str]) -> str:
-    """The SAS name of a true atom, as the library reports it."""
-    return f"Atom {predicate}({', '.join(arguments)})"
+from envhub.envs.alfworld.sas import SasOperator, SasTask, sas_task
 
 
 class SharedDownward:
-    """The library of one process and the handle whose state it currently holds."""
+    """The native library of one process (for planning) and the handle whose state it holds."""
 
     def __init__(self) -> None:
         self._lib: Any = fast_downward.load_lib()
         self._owner: DownwardHandle | None = None
         self.swaps = 0
-        """How many times a handle swapped its state in (for the benchmark)."""
+        """How many times a handle loaded its state into the library (for the benchmark and tests)."""
 
     def handle(self) -> DownwardHandle:
         """A handle for one game state (pass it where TextWorld expects `downward_lib`)."""
         return DownwardHandle(self)
 
     def activate(self, handle: DownwardHandle) -> Any:
-        """Make `handle`'s state the library's current one; returns the raw library."""
+        """Make `handle`'s current state the library's; returns the raw library."""
         if self._owner is not handle:
-            if self._owner is not None:
-                self._owner.save_from(self._lib)
             handle.load_into(self._lib)
             self._owner = handle
             self.swaps += 1
         return self._lib
 
-    def claim(self, handle: DownwardHandle) -> Any:
-        """Make `handle` the owner without restoring anything (it is about to load a task)."""
-        if self._owner is not None and self._owner is not handle:
-            self._owner.save_from(self._lib)
-        self._owner = handle
-        return self._lib
-
-    def owns(self, handle: DownwardHandle) -> bool:
-        """Whether the library currently holds `handle`'s state."""
-        return self._owner is handle
-
-    @property
-    def raw(self) -> Any:
-        """The loaded library itself."""
-        return self._lib
-
     def release(self, handle: DownwardHandle) -> None:
-        """Forget `handle` (its game is closed)."""
+        """Forget that the library holds `handle`'s state (it changed, or its game is closed)."""
         if self._owner is handle:
             self._owner = None
 
@@ -168,63 +59,98 @@ class SharedDownward:
 
 
 class DownwardHandle:
-    """A game's view of the shared library: the same functions, with its own state."""
+    """A game's view of fast-downward: the library's functions, on this game's own state."""
 
     def __init__(self, shared: SharedDownward) -> None:
         self._shared = shared
         self._sas = ""
         self._sas_replan = b""
-        self._values: list[int] | None = None
+        self._task: SasTask | None = None
+        self._values: list[int] = []
+        self._applicable: list[SasOperator] | None = None
+        """The operators applicable in the current state, once asked for."""
 
-    # The two loaders `PddlState` calls: record the task, then load it as owner.
+    @property
+    def task(self) -> SasTask:
+        if self._task is None:
+            raise ValueError("no SAS task loaded")
+        return self._task
+
+    @property
+    def sas(self) -> str:
+        """The task text."""
+        return self._sas
+
+    # The two loaders `PddlState` calls.
     def load_sas(self, sas: bytes) -> None:
-        self._sas = sas.decode("utf-8")
-        self._values = None
-        self._shared.claim(self).load_sas(sas)
+        self.adopt(sas.decode("utf-8"), "", None)
 
     def load_sas_replan(self, sas: bytes) -> None:
         self._sas_replan = sas
-        self._shared.claim(self).load_sas_replan(sas)
 
     def values(self) -> list[int]:
         """This handle's current state, one value per SAS variable."""
-        if self._shared.owns(self):
-            self.save_from(self._shared.raw)
-        if self._values is None:
-            return list(sas_layout(self._sas).initial)
         return list(self._values)
 
-    def adopt(self, sas: str, sas_replan: str, values: list[int]) -> None:
-        """Take the task `sas` (and its replanning task) in the state `values`; loaded on first use."""
+    def adopt(self, sas: str, sas_replan: str | None, values: Sequence[int] | None) -> None:
+        """Take the task `sas` (and its replanning task, unless None) in the state `values` (None: initial)."""
         self._shared.release(self)
-        self._sas, self._sas_replan, self._values = sas, sas_replan.encode("utf-8"), list(values)
+        self._sas, self._task = sas, sas_task(sas)
+        if sas_replan is not None:
+            self._sas_replan = sas_replan.encode("utf-8")
+        self._values = self._task.initial_state() if values is None else self._task.with_axioms(list(values))
+        self._applicable = None
 
-    def save_from(self, lib: Any) -> None:
-        """Record the library's current state as this handle's (it is being swapped out)."""
-        layout = sas_layout(self._sas)
-        atoms = (Atom * lib.get_state_size())()
-        lib.get_state(atoms)
-        self._values = [
-            initial if variable.derived else variable.values.index(atom.name)
-            for variable, initial, atom in zip(layout.variables, layout.initial, atoms, strict=True)
-        ]
+    # What a step asks; the library's signatures (TextWorld passes ctypes arrays to fill).
+    def get_state_size(self) -> int:
+        return len(self._values)
+
+    def get_state(self, atoms: Any) -> None:
+        names = self.task.encoded
+        for index, value in enumerate(self._values):
+            atoms[index]._name = names[index][value]
+
+    def applicable_operators(self) -> list[SasOperator]:
+        """The operators applicable in the current state, in the library's order."""
+        if self._applicable is None:
+            self._applicable = self.task.applicable(self._values)
+        return self._applicable
+
+    def get_applicable_operators_count(self) -> int:
+        return len(self.applicable_operators())
+
+    def get_applicable_operators(self, operators: Any) -> None:
+        names = self.task.operator_names
+        for slot, op in zip(operators, self.applicable_operators(), strict=False):
+            slot.id, slot._name, slot.nb_effect_atoms = op.id, names[op.id], op.nb_effect_atoms
+
+    def apply_operator(self, operator_id: int, effects: Any) -> int:
+        task = self.task
+        facts = task.apply(self._values, task.operators[operator_id])
+        for slot, (var, value) in zip(effects, facts, strict=False):
+            slot._name = task.encoded[var][value]
+        self._applicable = None
+        self._shared.release(self)
+        return len(facts)
+
+    def check_goal(self) -> bool:
+        return self.task.is_goal(self._values)
+
+    # Planning: the native library, from this state.
+    def replan(self, verbose: bool) -> bool:
+        return bool(self._shared.activate(self).replan(verbose))
+
+    def get_last_plan_length(self) -> int:
+        return int(self._shared.activate(self).get_last_plan_length())
+
+    def get_last_plan(self, operators: Any) -> None:
+        self._shared.activate(self).get_last_plan(operators)
 
     def load_into(self, lib: Any) -> None:
-        """Load this handle's task and state into `lib`."""
-        sas = self._sas if self._values is None else sas_layout(self._sas).with_state(self._sas, self._values)
-        lib.load_sas(sas.encode("utf-8"))
+        """Load this handle's task, in its current state, and its replanning task into `lib`."""
+        lib.load_sas(self.task.with_state(self._sas, self._values).encode("utf-8"))
         lib.load_sas_replan(self._sas_replan)
 
     def close(self) -> None:
-        """Forget this handle's state."""
+        """Forget this handle's claim on the library."""
         self._shared.release(self)
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        """Any other library function: swap this state in, then call it."""
-        if name.startswith("_"):
-            raise AttributeError(name)
-
-        def call(*args: Any) -> Any:
-            return getattr(self._shared.activate(self), name)(*args)
-
-        return call

@@ -18,18 +18,26 @@ benchmark's "before").
   objects) and "mapping" dicts for every symbol derived, most of a step's time. The
   grammar only adds keys to those dicts (`query`) and reads the values (`{r.name}`
   evaluations), so fresh dicts holding the same values derive the same text.
+* `textworld.envs.pddl.logic.PddlState.all_applicable_actions`, for states whose library is a
+  game-state handle (`envhub.envs.alfworld.library.DownwardHandle`): the handle's operators
+  are read directly (no ctypes structures to fill and decode), and each operator's action
+  name and argument mapping is worked out once per task, then given to a fresh `Action`.
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import fast_downward
 import textworld.envs.pddl.logic as pddl_logic
 import textworld.envs.pddl.textgen as textgen
-from textworld.logic import Rule
+from textworld.logic import Action, Placeholder, Rule, Variable
+
+from envhub.envs.alfworld.library import DownwardHandle
+from envhub.envs.alfworld.sas import SasOperator, SasTask
 
 CACHE_SIZE = 256
 """Entries per cache (problems and grammars are a few hundred KB each)."""
@@ -40,7 +48,12 @@ _ORIGINALS: dict[str, Any] = {
     "textgen_parse": textgen._parse_and_convert,
     "conjunctive_query": Rule.__dict__["parse_conjunctive_query"],
     "copy_context": textgen.copy_context,
+    "applicable_actions": pddl_logic.PddlState.all_applicable_actions,
 }
+
+_Grounding = tuple[str, tuple[tuple[Placeholder, Variable], ...], str, str]
+"""An operator's action name, argument mapping, command template and feedback rule."""
+_GROUNDINGS: weakref.WeakKeyDictionary[SasTask, dict[int, _Grounding]] = weakref.WeakKeyDictionary()
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
@@ -95,6 +108,45 @@ def shallow_copy_context(context: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _grounding(state: pddl_logic.PddlState, op: SasOperator) -> _Grounding:
+    """What `PddlState.all_applicable_actions` works out for one operator, as it does."""
+    name, *arguments = op.name.split()
+    parameters = state._actions[name].parameters
+    mapping = tuple(
+        (Placeholder(p.name.strip("?"), p.type_name), Variable(arg, p.type_name))
+        for p, arg in zip(parameters, arguments, strict=False)
+    )
+    logic_action = state._logic.actions[name]
+    return name, mapping, logic_action.template, logic_action.feedback_rule
+
+
+def fast_applicable_actions(state: pddl_logic.PddlState) -> list[Action]:
+    """`PddlState.all_applicable_actions`, read straight from a game-state handle (others: the original)."""
+    handle = state.downward_lib
+    if not isinstance(handle, DownwardHandle):
+        return list(_ORIGINALS["applicable_actions"](state))
+    operators = handle.applicable_operators()
+    state._operators = {op.id: op for op in operators}
+    groundings = _GROUNDINGS.setdefault(handle.task, {})
+    actions = []
+    seen = set()
+    for op in operators:
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        grounding = groundings.get(op.id)
+        if grounding is None:
+            grounding = groundings[op.id] = _grounding(state, op)
+        name, mapping, template, feedback_rule = grounding
+        action = Action(name=name, preconditions=[], postconditions=[])
+        action.id = op.id
+        action.mapping = dict(mapping)
+        action.command_template = template
+        action.feedback_rule = feedback_rule
+        actions.append(action)
+    return actions
+
+
 def install() -> None:
     """Put the cached functions and the shallow context copy in place (idempotent)."""
     fast_downward.pddl2sas = cached_pddl2sas
@@ -102,6 +154,7 @@ def install() -> None:
     textgen._parse_and_convert = cached_textgen_parse
     Rule.parse_conjunctive_query = classmethod(cached_conjunctive_query)
     textgen.copy_context = shallow_copy_context
+    pddl_logic.PddlState.all_applicable_actions = fast_applicable_actions
 
 
 def uninstall() -> None:
@@ -111,6 +164,8 @@ def uninstall() -> None:
     textgen._parse_and_convert = _ORIGINALS["textgen_parse"]
     Rule.parse_conjunctive_query = _ORIGINALS["conjunctive_query"]
     textgen.copy_context = _ORIGINALS["copy_context"]
+    pddl_logic.PddlState.all_applicable_actions = _ORIGINALS["applicable_actions"]
+    _GROUNDINGS.clear()
     for cache in (_pddl2sas, _logic_parse, _textgen_model, _conjunctive_query):
         cache.cache_clear()
 
