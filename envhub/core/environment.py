@@ -142,6 +142,11 @@ class EnvironmentKind(abc.ABC):
     config_keys: Mapping[str, str] = {}
     """Server-side configuration keys `from_config` accepts (`envhub serve --set NAME.KEY=VALUE`),
     with a one-line description each."""
+    gc_thresholds: tuple[int, int, int] | None = None
+    """Garbage-collector thresholds (`gc.set_threshold`) for a worker process holding many of its
+    sessions; None keeps Python's (700, 10, 10). Worth setting when each session holds many
+    long-lived Python objects: a full collection walks every session's state, so with Python's
+    thresholds a step's cost grows with the sessions a process holds (ALFWorld: design note 014)."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:

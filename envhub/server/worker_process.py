@@ -19,6 +19,7 @@ gave up on it, which cancels it.
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import signal
 import threading
@@ -270,6 +271,8 @@ def worker_main(environment: str, config: dict[str, Any], conn: Connection, inde
     except Exception as exc:  # reported to the server, which refuses to start with this message
         conn.send(ops.Reply(error=errors.failed_precondition(str(exc), "ENVIRONMENT_START")))
         return
+    if state.kind.gc_thresholds is not None:
+        gc.set_threshold(*state.kind.gc_thresholds)
     conn.send(ops.Reply(value=state.catalog))
     preparer = Preparer(environment, config, state.kind)
     inbox = Lanes()

@@ -24,12 +24,17 @@ from envhub.envs.alfworld.experts import EXPERTS
 from envhub.envs.alfworld.generator.scene import DEFAULT_ROOMS, ROOMS
 from envhub.envs.alfworld.generator.splits import check_index, task_types
 from envhub.envs.alfworld.library import SharedDownward
-from envhub.envs.alfworld.taskset import GeneratedTaskSet, OfficialTaskSet, TaskSet
+from envhub.envs.alfworld.taskset import GeneratedTaskSet, OfficialTaskSet, TaskSet, default_cache_root
+from envhub.envs.alfworld.translations import TranslationStore
 
 ENV_VERSION = "1"
 """Version of this adapter's behaviour (observations, rewards, native snapshot layout)."""
 MAX_SUCCESS_REWARD = 1e6
 """Largest `success_reward` option accepted."""
+GC_THRESHOLDS = (50_000, 20, 100)
+"""A worker's garbage-collector thresholds: a session's TextWorld state (fact sets, applicable
+actions, texts) is thousands of objects, and with Python's (700, 10, 10) full collections over all
+of them took over half of a step at 512 sessions (design note 014)."""
 
 
 def describe(taskset: TaskSet, split: str, index: int) -> TaskSpec:
@@ -103,6 +108,7 @@ class AlfWorldKind(EnvironmentKind):
     description = "ALFWorld household tasks (TextWorld PDDL engine): six task types, 50 steps, expert hints"
     capabilities = Capabilities(native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True)
     default_max_steps = 50
+    gc_thresholds = GC_THRESHOLDS
     options: Mapping[str, str] = {
         "expert": f"expert behind expert_actions: {' | '.join(EXPERTS)} (default {EXPERTS[0]}: uses only what the "
         "agent has seen; planner: ALFWorld's optimal planner on the hidden state; handcoded: ALFWorld's heuristic)",
@@ -143,7 +149,8 @@ class AlfWorldKind(EnvironmentKind):
         )
         self._splits = {split: _SplitTasks(self.taskset, split) for split in self.taskset.splits()}
         self._library: SharedDownward | None = None
-        memo.install()
+        cache = self.taskset.cache_dir if isinstance(self.taskset, GeneratedTaskSet) else default_cache_root()
+        memo.install(TranslationStore(cache / "translations"))
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> AlfWorldKind:

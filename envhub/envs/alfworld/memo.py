@@ -7,7 +7,9 @@ copies the context's dicts without deep-copying their values; `uninstall` restor
 originals (used by the tests that compare outputs with and without, and by the
 benchmark's "before").
 
-* `fast_downward.pddl2sas`: the result (task, sas text) is only read by `PddlState`.
+* `fast_downward.pddl2sas`: the result (task, sas text) is only read by `PddlState`. With a
+  `TranslationStore`, SAS texts are also kept on disk and read back by any process (the
+  task beside them is parsed again: `translations.parse_task`).
 * `textworld.envs.pddl.logic._parse_and_convert` (game grammar -> actions, grammar): the
   result is only read (`GameLogic` copies it into its own dict and grammar).
 * `textworld.envs.pddl.textgen._parse_and_convert` (template -> symbols): `derive` sets a
@@ -38,6 +40,7 @@ from textworld.logic import Action, Placeholder, Rule, Variable
 
 from envhub.envs.alfworld.library import DownwardHandle
 from envhub.envs.alfworld.sas import SasOperator, SasTask
+from envhub.envs.alfworld.translations import TranslationStore, parse_task
 
 CACHE_SIZE = 256
 """Entries per cache (problems and grammars are a few hundred KB each)."""
@@ -56,9 +59,21 @@ _Grounding = tuple[str, tuple[tuple[Placeholder, Variable], ...], str, str]
 _GROUNDINGS: weakref.WeakKeyDictionary[SasTask, dict[int, _Grounding]] = weakref.WeakKeyDictionary()
 
 
+_STORE: dict[str, TranslationStore] = {}
+"""The translation store in use, if any (under the key "store")."""
+
+
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False) -> Any:
-    return _ORIGINALS["pddl2sas"](domain, problem, verbose=verbose, optimize=optimize)
+    store = _STORE.get("store")
+    if store is not None and not verbose:
+        sas = store.get(domain, problem, optimize)
+        if sas is not None:
+            return parse_task(domain, problem), sas
+    task, sas = _ORIGINALS["pddl2sas"](domain, problem, verbose=verbose, optimize=optimize)
+    if store is not None:
+        store.put(domain, problem, optimize, sas)
+    return task, sas
 
 
 def cached_pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False) -> Any:
@@ -147,8 +162,11 @@ def fast_applicable_actions(state: pddl_logic.PddlState) -> list[Action]:
     return actions
 
 
-def install() -> None:
-    """Put the cached functions and the shallow context copy in place (idempotent)."""
+def install(translations: TranslationStore | None = None) -> None:
+    """Put the cached functions and the shallow context copy in place (idempotent); `translations`: where
+    SAS texts are kept on disk (replaces the store in use)."""
+    if translations is not None:
+        _STORE["store"] = translations
     fast_downward.pddl2sas = cached_pddl2sas
     pddl_logic._parse_and_convert = cached_logic_parse
     textgen._parse_and_convert = cached_textgen_parse
@@ -166,6 +184,7 @@ def uninstall() -> None:
     textgen.copy_context = _ORIGINALS["copy_context"]
     pddl_logic.PddlState.all_applicable_actions = _ORIGINALS["applicable_actions"]
     _GROUNDINGS.clear()
+    _STORE.clear()
     for cache in (_pddl2sas, _logic_parse, _textgen_model, _conjunctive_query):
         cache.cache_clear()
 

@@ -16,6 +16,7 @@ from envhub.envs.alfworld.engine import GameEngine
 from envhub.envs.alfworld.library import SharedDownward
 from envhub.envs.alfworld.sas import sas_task
 from envhub.envs.alfworld.taskset import AlfredGame, GeneratedTaskSet
+from envhub.envs.alfworld.translations import TranslationStore
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +115,30 @@ def test_interleaved_engines_on_one_library_equal_separate_runs(game: AlfredGame
         second.step(action)
     assert together == alone and library.swaps == swaps  # stepping never loads a state into the library
     assert (second.admissible, second.won) == (first.admissible, first.won)
+
+
+def _task_summary(task: object) -> list[object]:
+    """What `PddlState` and the engine read of a translator task, as comparable text."""
+    return [
+        [(a.name, [str(p) for p in a.parameters], [str(e.literal) for e in a.effects]) for a in task.actions],  # type: ignore[attr-defined]
+        [(o.name, o.type_name) for o in task.objects],  # type: ignore[attr-defined]
+        [str(fact) for fact in task.init],  # type: ignore[attr-defined]
+        [(t.name, t.supertype_names) for t in task.types],  # type: ignore[attr-defined]
+        [a.name for a in task.axioms],  # type: ignore[attr-defined]
+    ]
+
+
+def test_stored_translations_equal_the_translators(game: AlfredGame, tmp_path: Path) -> None:
+    """A translation read back from the store (another process's, say) is the translator's own."""
+    domain, problem = game.game_json["pddl_domain"], game.game_json["pddl_problem"]
+    store = TranslationStore(tmp_path / "translations")
+    for optimize in (False, True):
+        task, sas = memo._ORIGINALS["pddl2sas"](domain, problem, optimize=optimize)
+        memo.install(store)
+        memo._pddl2sas.cache_clear()
+        fast_downward.pddl2sas(domain, problem, optimize=optimize)  # translated, then stored
+        assert store.get(domain, problem, optimize) == sas
+        memo._pddl2sas.cache_clear()
+        read_task, read_sas = fast_downward.pddl2sas(domain, problem, optimize=optimize)  # read back
+        assert read_sas == sas and _task_summary(read_task) == _task_summary(task)
+    assert len(list(store.folder.rglob("*.sas.gz"))) == 2

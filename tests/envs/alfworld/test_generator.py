@@ -20,7 +20,7 @@ from envhub.core.errors import EnvhubError
 from envhub.envs.alfworld.generator.__main__ import main as generator_main
 from envhub.envs.alfworld.generator.build import GameRecord, generate
 from envhub.envs.alfworld.generator.layouts import floor_plan
-from envhub.envs.alfworld.generator.solver import expert_env
+from envhub.envs.alfworld.generator.solver import expert_env, solve
 from envhub.envs.alfworld.generator.splits import (
     SPLIT_SIZES,
     UNSEEN_FLOOR_PLANS,
@@ -83,6 +83,19 @@ def test_every_task_type_is_planner_solvable(
             assert action in state["admissible_commands"], (task_type, action)
             state, _, _ = player.step(action)
         assert state["won"], task_type
+
+
+def test_solver_plays_as_alfworlds_planner_expert(
+    taskset: GeneratedTaskSet, one_per_type: dict[str, AlfredGame], player: Any
+) -> None:
+    """`solve` (envhub's engine) chooses what `AlfredExpert(expert_type="planner")` chooses, state by state."""
+    for game in one_per_type.values():
+        player.load(str(game_path(game, taskset.cache_dir)))
+        state, alfworlds = player.reset(), []
+        while not state["won"]:
+            alfworlds.append(state["extra.expert_plan"][0])
+            state, _, _ = player.step(alfworlds[-1])
+        assert solve(game.game_json, game.traj_data) == alfworlds == game.game_json["walkthrough"]
 
 
 def test_goal_sentences_follow_alfworld_templates(one_per_type: dict[str, AlfredGame]) -> None:
