@@ -17,12 +17,19 @@ for a kitchen-sized game, and only when the library holds another state.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import fast_downward
 
 from envhub.envs.alfworld.sas import SasOperator, SasTask, sas_task
+
+
+@functools.lru_cache(maxsize=512)
+def _text(data: bytes) -> str:
+    """A task text, decoded once per process (every state of a game shares the one copy)."""
+    return data.decode("utf-8")
 
 
 class SharedDownward:
@@ -64,7 +71,7 @@ class DownwardHandle:
     def __init__(self, shared: SharedDownward) -> None:
         self._shared = shared
         self._sas = ""
-        self._sas_replan = b""
+        self._sas_replan = ""
         self._task: SasTask | None = None
         self._values: list[int] = []
         self._applicable: list[SasOperator] | None = None
@@ -83,21 +90,24 @@ class DownwardHandle:
 
     # The two loaders `PddlState` calls.
     def load_sas(self, sas: bytes) -> None:
-        self.adopt(sas.decode("utf-8"), "", None)
+        self.adopt(_text(sas), None, None)
 
     def load_sas_replan(self, sas: bytes) -> None:
-        self._sas_replan = sas
+        self._sas_replan = _text(sas)
 
     def values(self) -> list[int]:
         """This handle's current state, one value per SAS variable."""
         return list(self._values)
 
     def adopt(self, sas: str, sas_replan: str | None, values: Sequence[int] | None) -> None:
-        """Take the task `sas` (and its replanning task, unless None) in the state `values` (None: initial)."""
+        """Take the task `sas` (and its replanning task, unless None) in the state `values` (None: initial).
+
+        The texts are kept as given (shared with the game's translation, not copied per state)."""
         self._shared.release(self)
-        self._sas, self._task = sas, sas_task(sas)
+        self._task = sas_task(sas)
+        self._sas = self._task.text
         if sas_replan is not None:
-            self._sas_replan = sas_replan.encode("utf-8")
+            self._sas_replan = sas_replan
         self._values = self._task.initial_state() if values is None else self._task.with_axioms(list(values))
         self._applicable = None
 
@@ -149,7 +159,7 @@ class DownwardHandle:
     def load_into(self, lib: Any) -> None:
         """Load this handle's task, in its current state, and its replanning task into `lib`."""
         lib.load_sas(self.task.with_state(self._sas, self._values).encode("utf-8"))
-        lib.load_sas_replan(self._sas_replan)
+        lib.load_sas_replan(self._sas_replan.encode("utf-8"))
 
     def close(self) -> None:
         """Forget this handle's claim on the library."""

@@ -98,6 +98,8 @@ class SasTask:
     """A parsed SAS task: applicable operators, successor states, axioms and goal, for any state."""
 
     def __init__(self, text: str) -> None:
+        self.text = text
+        """The task text (one copy per process, shared by every state of the task)."""
         lines = _Lines(text)
         lines.expect("begin_version")
         if lines.number() != 3:

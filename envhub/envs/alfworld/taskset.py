@@ -21,6 +21,7 @@ import json
 import os
 import re
 import tempfile
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -95,6 +96,10 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+GAMES_KEPT = 256
+"""Generated games a task set keeps in memory (a whole-room game is about 50 KB)."""
+
+
 @functools.cache
 def _shared_text(path: str) -> str:
     return Path(path).read_text()
@@ -109,6 +114,7 @@ class GeneratedTaskSet:
         self.version = f"alfgen{GENERATOR_VERSION}-seed{seed}-{self.room.tag()}"
         self.cache_dir = (cache_dir or default_cache_root()) / self.version
         """Where this task set's games live (versioned)."""
+        self._games: OrderedDict[tuple[str, int], AlfredGame] = OrderedDict()
         self.domain = _shared_text(alfworld.info.ALFRED_PDDL_PATH)
         self.grammar = _shared_text(alfworld.info.ALFRED_TWL2_PATH)
         for name, text in (("alfred.pddl", self.domain), ("alfred.twl2", self.grammar)):
@@ -139,7 +145,19 @@ class GeneratedTaskSet:
         return record
 
     def game(self, split: str, index: int) -> AlfredGame:
-        """Game `index` of `split`; generated and cached on first use."""
+        """Game `index` of `split`; generated and cached on first use (the last `GAMES_KEPT` are kept in memory,
+        shared by every session on them)."""
+        kept = self._games.get((split, index))
+        if kept is not None:
+            self._games.move_to_end((split, index))
+            return kept
+        game = self._make_game(split, index)
+        self._games[(split, index)] = game
+        while len(self._games) > GAMES_KEPT:
+            self._games.popitem(last=False)
+        return game
+
+    def _make_game(self, split: str, index: int) -> AlfredGame:
         record = self.record(split, index)
         return AlfredGame(
             task_id=f"{split}/{index:05d}",
