@@ -146,7 +146,7 @@ class EnvironmentKind(abc.ABC):
     """Garbage-collector thresholds (`gc.set_threshold`) for a worker process holding many of its
     sessions; None keeps Python's (700, 10, 10). Worth setting when each session holds many
     long-lived Python objects: a full collection walks every session's state, so with Python's
-    thresholds a step's cost grows with the sessions a process holds (ALFWorld: design note 014)."""
+    thresholds a step's cost grows with the sessions a process holds (ALFWorld: design note 015)."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:

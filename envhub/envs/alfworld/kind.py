@@ -34,7 +34,7 @@ MAX_SUCCESS_REWARD = 1e6
 GC_THRESHOLDS = (50_000, 20, 100)
 """A worker's garbage-collector thresholds: a session's TextWorld state (fact sets, applicable
 actions, texts) is thousands of objects, and with Python's (700, 10, 10) full collections over all
-of them took over half of a step at 512 sessions (design note 014)."""
+of them took over half of a step at 512 sessions (design note 015)."""
 
 
 def describe(taskset: TaskSet, split: str, index: int) -> TaskSpec:
