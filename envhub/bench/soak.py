@@ -39,6 +39,8 @@ WARMUP_FRACTION = 0.2
 CHURN_FRACTION = 32
 """Every round a 1/CHURN_FRACTION of the sessions is replaced and another is reset."""
 THREADS = 8
+GROUP = 8
+"""Sessions per task, as in the rollout bench (G)."""
 """Threads of the churn calls (closes, creates, forks, snapshots, restores, resets)."""
 FIGURES = ("rss_mb", "fds", "threads", "jvm_threads", "worker_restarts")
 
@@ -70,7 +72,8 @@ class _Run:
     """Seconds creating the sessions before the churn started."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port free on localhost now (for a server told to bind it)."""
     with socket.socket() as probe:
         probe.bind(("localhost", 0))
         return int(probe.getsockname()[1])
@@ -130,7 +133,9 @@ class _Churn:
 
     def __init__(self, client: EnvhubClient, run: _Run) -> None:
         self.client, self.run = client, run
-        self.tasks = [task.task_id for task in client.list_tasks(run.environment, "train")]
+        tasks = [task.task_id for task in client.list_tasks(run.environment, "train")]
+        self.tasks = tasks[: max(1, run.sessions // GROUP)]
+        """The tasks of the rollout bench (N / G of them): what a churn creates plays (no new game to make)."""
         self.actions = itertools.cycle(PROFILES[run.environment].actions)
         self.random = random.Random(0)
         self.ids: list[str] = []
@@ -160,11 +165,17 @@ class _Churn:
         start = snapshot and self._call("restore", lambda: self.client.restore(snapshot))
         return [start.session_id] if start else []
 
+    def _group(self, task: str) -> list[str]:
+        start = self._call("create", lambda: self.client.create_session(self.run.environment, task, max_steps=10**6))
+        if start is None:
+            return []
+        return [start.session_id, *(self._call("fork", lambda: self.client.fork(start.session_id, GROUP - 1)) or [])]
+
     def fill(self, threads: ThreadPoolExecutor) -> None:
-        """Create sessions until there are `sessions` of them."""
-        while len(self.ids) < self.run.sessions:
-            missing = self.run.sessions - len(self.ids)
-            self.ids += [i for ids in threads.map(self._create, range(missing)) for i in ids]
+        """`sessions` sessions as the rollout bench makes them: per task one create and G - 1 forks."""
+        self.ids = [i for ids in threads.map(self._group, self.tasks) for i in ids][: self.run.sessions]
+        while len(self.ids) < self.run.sessions:  # creates refused: make up the count
+            self.ids += self._create(0)
 
     def round(self, threads: ThreadPoolExecutor) -> None:
         """Step every session once, then replace and reset a 32nd of them each."""
@@ -191,7 +202,7 @@ class _Churn:
 def _soak(environment: str, settings: SoakSettings) -> _Run:
     run = _Run(environment, settings.session_count(environment))
     chosen = SERVER_SETTINGS.get(environment, {})
-    metrics_port = _free_port()
+    metrics_port = free_port()
     extra = [item for key, value in chosen.items() for item in ("--set", f"{environment}.{key}={value}")]
     extra += ["--metrics-port", str(metrics_port), "--idle-timeout", str(10 * settings.duration_s)]
     server = ServerProcess(environment, workers=settings.workers, max_sessions=run.sessions + 64, extra=extra)
@@ -237,6 +248,8 @@ def _summary(run: _Run, settings: SoakSettings) -> dict[str, Any]:
         "environment": run.environment,
         "sessions": run.sessions,
         "fill_s": run.fill_s,
+        "duration_s": settings.duration_s,
+        "load_average_1m_median": statistics.median(s["load_average_1m"] for s in run.samples),
         "settings": SERVER_SETTINGS.get(run.environment, {}),
         "figures": figures,
         "operations": dict(run.operations),
@@ -253,8 +266,13 @@ def run_soak(settings: SoakSettings) -> dict[str, Any]:
     def one(environment: str) -> None:
         try:
             runs[environment] = _soak(environment, settings)
-        except BaseException as error:  # reported with the others' results, not lost in a thread
+        except BaseException as error:  # reported after the others' results are written, not lost in a thread
             failures[environment] = error
+            return
+        with lock:  # each environment's result is written as soon as it is in
+            _write(_merged(Path(settings.out), _summary(runs[environment], settings), settings), Path(settings.out))
+
+    lock = threading.Lock()
 
     workers = [threading.Thread(target=one, args=(name,)) for name in settings.environments]
     for worker in workers:
@@ -263,37 +281,48 @@ def run_soak(settings: SoakSettings) -> dict[str, Any]:
         worker.join()
     if failures:
         raise RuntimeError(f"soak failed: {failures}")
-    result = {
-        "duration_s": settings.duration_s,
-        "sample_s": settings.sample_s,
-        "warmup_fraction": WARMUP_FRACTION,
-        "workers": settings.workers,
-        "cpu_count": os.cpu_count(),
-        "load_average_1m_end": os.getloadavg()[0],
-        "environments": [_summary(runs[name], settings) for name in settings.environments],
-    }
-    _write(result, Path(settings.out))
+    result: dict[str, Any] = json.loads((Path(settings.out) / "envhub-soak.json").read_text())
+    return result
+
+
+def _merged(out: Path, summary: dict[str, Any], settings: SoakSettings) -> dict[str, Any]:
+    """The results file with `summary` in place of any earlier result of its environment (runs of
+    some environments add up)."""
+    path = out / "envhub-soak.json"
+    result = json.loads(path.read_text()) if path.exists() else {"environments": []}
+    others = [env for env in result["environments"] if env["environment"] != summary["environment"]]
+    order = list(PROFILES)
+    result.update(
+        {
+            "duration_s": settings.duration_s,
+            "sample_s": settings.sample_s,
+            "warmup_fraction": WARMUP_FRACTION,
+            "workers": settings.workers,
+            "cpu_count": os.cpu_count(),
+            "environments": sorted([*others, summary], key=lambda env: order.index(env["environment"])),
+        }
+    )
     return result
 
 
 def _write(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "envhub-soak.json").write_text(json.dumps(result, indent=2) + "\n")
-    loads = [s["load_average_1m"] for env in result["environments"] for s in env["samples"]]
     lines = [
         "# envhub bench --profile soak",
         "",
-        f"Every environment at once, {result['duration_s'] / 60:.0f} minutes of churn each, {result['workers']} "
-        f"workers per server, on {result['cpu_count']} cores shared with other work (load average 1 min: "
-        f"median {statistics.median(loads):.1f}, max {max(loads):.1f}). Each round steps every session once "
+        f"Each environment's server ({result['workers']} workers) holds the rollout bench's session count "
+        f"({GROUP} per task) through its minutes of churn, on {result['cpu_count']} cores shared with other work "
+        "(environments soaked together share them too; the load column is the median 1-minute load average "
+        "during the run). Each round steps every session once "
         f"(StepBatch), then closes 1/{CHURN_FRACTION} of them and makes as many again (create, fork, snapshot + "
         f"restore in turn) and resets another 1/{CHURN_FRACTION} (and every session whose episode ended). "
         f"Slopes are least squares over the samples after the first {result['warmup_fraction']:.0%} of the "
         f"churn (one every {result['sample_s']:.0f} s), per hour.",
         "",
-        "| environment | sessions | rounds | RSS MB (mean; slope/h) | fds (mean; slope/h) | threads (mean; slope/h) "
-        "| JVM threads (mean; slope/h) | worker restarts | calls | errors |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| environment | sessions | minutes | load | rounds | RSS MB (mean; slope/h) | fds (mean; slope/h) "
+        "| threads (mean; slope/h) | JVM threads (mean; slope/h) | worker restarts | calls | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for env in result["environments"]:
         f = env["figures"]
@@ -306,7 +335,8 @@ def _write(result: dict[str, Any], out: Path) -> None:
 
         calls = sum(count for name, count in env["operations"].items() if name != "round")
         lines.append(
-            f"| {env['environment']} | {env['sessions']} | {env['operations'].get('round', 0)} | {cell('rss_mb')} "
+            f"| {env['environment']} | {env['sessions']} | {env['duration_s'] / 60:.0f} "
+            f"| {env['load_average_1m_median']:.1f} | {env['operations'].get('round', 0)} | {cell('rss_mb')} "
             f"| {cell('fds')} | {cell('threads')} | {cell('jvm_threads') if f['jvm_threads']['mean'] else '-'} "
             f"| {f['worker_restarts']['last']:.0f} | {calls} | {sum(env['errors'].values())} |"
         )
