@@ -34,6 +34,8 @@ from envhub.integrations.text import Render, parse_action, render_turn
 TASK_LINE = "envhub task {task_id}\n"
 """The user message of a dataset row (TRL's environment mode appends the first observation to it)."""
 _TASK = re.compile(r"envhub task (\S+)")
+Sampled = list[tuple[list[int], list[float]]]
+"""One sampled turn per context: its token ids and their sampling log-probabilities."""
 
 
 def task_dataset(targets: str | Sequence[str], environment: str, split: str = "train", limit: int = 0) -> Dataset:
@@ -156,9 +158,33 @@ class EnvhubRollout:
         return games
 
     def _generate(self, live: list[_Episode], trainer: Any, tokenizer: Any) -> list[str]:
-        """One sampled model turn for every live episode, in one left-padded batch; appends tokens and logprobs."""
-        model = trainer.accelerator.unwrap_model(trainer.model)
+        """One sampled model turn for every live episode, in one batch; appends tokens and logprobs.
+
+        With TRL's vLLM configured (`use_vllm`), through TRL's own vLLM generation (whose weights TRL syncs
+        before calling the rollout), else with the trainer's model through `transformers`."""
         contexts = [g.prompt_ids + g.completion_ids for g in live]
+        sample = self._sample_vllm if getattr(trainer, "use_vllm", False) else self._sample_hf
+        turns = sample(contexts, trainer, tokenizer)
+        texts = []
+        for game, (ids, logprobs) in zip(live, turns, strict=True):
+            game.add(ids, logprobs)
+            texts.append(tokenizer.decode(ids, skip_special_tokens=True))
+        return texts
+
+    def _sample_vllm(self, contexts: list[list[int]], trainer: Any, tokenizer: Any) -> Sampled:
+        """TRL's `vllm_generation.generate` on the token contexts: it samples up to the trainer's
+        max_completion_length and stops at EOS; a turn keeps its first `max_new_tokens` tokens."""
+        _, completions, logprobs, _ = trainer.vllm_generation.generate(prompts=contexts, images=None, num_generations=1)
+        return [
+            (list(ids)[: self.max_new_tokens], [float(top[0]) for top in lps][: self.max_new_tokens])
+            for ids, lps in zip(completions, logprobs, strict=True)
+        ]
+
+    def _sample_hf(
+        self, contexts: list[list[int]], trainer: Any, tokenizer: Any
+    ) -> list[tuple[list[int], list[float]]]:
+        """`generate` of the trainer's model on one left-padded batch, cut at each row's EOS."""
+        model = trainer.accelerator.unwrap_model(trainer.model)
         width = max(len(c) for c in contexts)
         pad = tokenizer.pad_token_id
         device = next(model.parameters()).device
@@ -177,15 +203,14 @@ class EnvhubRollout:
                 output_scores=True,
             )
             scores = model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
-        texts = []
-        for row, game in enumerate(live):
+        turns = []
+        for row in range(len(contexts)):
             new = out.sequences[row, width:].tolist()
             length = next((i + 1 for i, t in enumerate(new) if t == tokenizer.eos_token_id), len(new))
             while length > 0 and new[length - 1] == pad and pad != tokenizer.eos_token_id:
                 length -= 1
-            game.add(new[:length], scores[row, :length].tolist())
-            texts.append(tokenizer.decode(new[:length], skip_special_tokens=True))
-        return texts
+            turns.append((new[:length], scores[row, :length].tolist()))
+        return turns
 
 
 class EnvhubToolEnv:

@@ -106,3 +106,48 @@ def test_tool_env_plays_an_episode_as_trl_calls_it(alfworld_target: str) -> None
     assert env.get_reward() == 1.0
     with pytest.raises(ValueError, match="over"):
         env.act("look")
+
+
+class _VllmGeneration:
+    """TRL's `VLLMGeneration.generate` contract (token prompts in; prompt ids, completion ids, top-k logprobs and
+    their token ids out; samples to max_completion_length), served by the tiny model on CPU: vLLM is GPU-only."""
+
+    def __init__(self, path: Path, max_completion_length: int) -> None:
+        self.model = AutoModelForCausalLM.from_pretrained(path)
+        self.max_completion_length = max_completion_length
+        self.calls = 0
+
+    def generate(self, prompts: list[list[int]], images: Any, num_generations: int) -> tuple[Any, ...]:
+        self.calls += 1
+        completions, logprobs = [], []
+        for prompt in prompts:
+            with torch.no_grad():
+                out = self.model.generate(
+                    torch.tensor([prompt]),
+                    max_new_tokens=self.max_completion_length,
+                    do_sample=True,
+                    return_dict_in_generate=True,
+                    output_scores=True,
+                )
+                scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+            completions.append(out.sequences[0, len(prompt) :].tolist())
+            logprobs.append([[value, -99.0] for value in scores[0].tolist()])  # top-2: the sampled token first
+        return prompts, completions, logprobs, [[[0, 0]] * len(c) for c in completions]
+
+
+def test_the_rollout_generates_through_trls_vllm_when_configured(alfworld_target: str, tiny: Path) -> None:
+    from types import SimpleNamespace
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    vllm = _VllmGeneration(tiny, max_completion_length=20)
+    trainer = SimpleNamespace(
+        processing_class=tokenizer, max_completion_length=512, use_vllm=True, vllm_generation=vllm, temperature=1.0
+    )
+    rollout = EnvhubRollout(alfworld_target, "alfworld", max_turns=2, max_new_tokens=6)
+    prompts = [[{"role": "user", "content": "envhub task train/00001\n"}]] * 2
+    out = rollout(prompts, trainer)
+    assert vllm.calls == 2  # one batched call per turn, no transformers generate
+    for ids, mask, logprobs in zip(out["completion_ids"], out["env_mask"], out["logprobs"], strict=True):
+        first_turn = mask.index(0)
+        assert 0 < first_turn <= 6 and all(lp <= 0.0 for lp in logprobs[:first_turn])  # cut at max_new_tokens
+        assert -99.0 not in logprobs and len(ids) == len(mask) == len(logprobs)
