@@ -113,8 +113,8 @@ def test_image_serves_scienceworld_as_non_root_and_drains_on_stop(container: tup
     assert "hallway" in step["result"]["observation"]["text"]  # type: ignore[index]
     with urllib.request.urlopen(metrics_url, timeout=10) as reply:
         exposition = reply.read().decode()
-    assert 'envhub_sessions{environment="scienceworld"} 1.0' in exposition
-    assert 'envhub_steps_total{environment="scienceworld"} 1.0' in exposition
+    assert 'envhub_sessions{environment="scienceworld",tenant="default"} 1.0' in exposition
+    assert 'envhub_steps_total{environment="scienceworld",tenant="default"} 1.0' in exposition
 
     run(podman, "stop", "--time", "40", name, timeout=90)  # SIGTERM: drain, then exit 0
     assert run(podman, "inspect", "--format", "{{.State.ExitCode}}", name).strip() == "0"
