@@ -69,9 +69,10 @@ GPU_CHECK_PY = $(if $(filter cpu,$(DEVICE)),$(BIN)/python,python3)
 gpu-check: $(if $(filter cpu,$(DEVICE)),setup)
 	$(GPU_CHECK_PY) -m trainer.gpucheck --device $(DEVICE) --out runs/gpu-check
 
-## The cp312 manylinux wheels gpu-check carries (trainer/gpucheck/wheels.py NEEDS), into the ignored .gpu-wheels.
-gpu-wheels: setup
-	$(BIN)/python -m trainer.gpucheck.wheels download .gpu-wheels
+## The cp312 manylinux wheels gpu-check carries (trainer/gpucheck/wheels.py NEEDS), into the ignored .gpu-wheels
+## (standard library and pip only: no venv needed).
+gpu-wheels:
+	$(PY) -m trainer.gpucheck.wheels download .gpu-wheels
 
 ## The test command (CI runs exactly this).
 test: setup check-protos lint test-adapters

@@ -170,4 +170,4 @@ def test_gpu_memory_check_counts_the_learner_states_of_the_student(tmp_path: Pat
 def test_shipped_gpu_configs_place_every_engine_within_its_gpu() -> None:
     config = load_config("gpu-vllm.yaml")
     assert (config.ray.enabled, config.placement.mode, config.placement.learner_gpus) == (True, "colocated", 2)
-    assert config.rollout_workers() == 2
+    assert config.rollout_workers() == 2 and config.optim.gradient_checkpointing
