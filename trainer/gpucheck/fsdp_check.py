@@ -44,7 +44,7 @@ def run(stage: Stage) -> None:
     params = list(sharded.model.parameters())
     stage.check("parameters sharded", all(isinstance(p, DTensor) for p in params), f"{len(params)} DTensors")
     seen = _forward_dtype(sharded)
-    batch, _ = plain.recompute_old_logprobs(random_batch(TINY.vocab, rows=8, prompt=96, response=32))
+    batch, _ = plain.recompute_old_logprobs(random_batch(TINY.vocab, rows=8, prompt=96, response=32).to(device))
     want, got = plain.step(batch), sharded.step(batch)
     expected = torch.bfloat16 if device == "cuda" else torch.float32
     stage.check("mixed precision", seen == [expected], f"forward weights {seen}, want [{expected}]")

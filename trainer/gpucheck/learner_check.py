@@ -28,7 +28,7 @@ def run(stage: Stage) -> None:
     cpu = Learner(reference, objective, plain, device="cpu")
     dev = Learner(on_device, objective, tuned, device=stage.device)
     batch, _ = cpu.recompute_old_logprobs(random_batch(TINY.vocab, rows=8, prompt=96, response=32))
-    _, forward = dev.recompute_old_logprobs(batch)
+    _, forward = dev.recompute_old_logprobs(batch.to(stage.device))
     diff = forward["actor/rollout_logp_abs_diff"]
     stage.metrics["logp_mean_abs_diff"] = diff
     stage.check("forward log-probs (device vs CPU fp32)", diff < 2e-2, f"mean |diff| {diff:.2e} < 2e-2")

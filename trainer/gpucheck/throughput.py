@@ -90,7 +90,7 @@ def _learner_and_export(shape: ModelShape, sizes: Sizes, device: str) -> dict[st
     learner = Learner(random_lm(shape, device=device, dtype=torch.float32), objective, optim, device=device, fsdp=True)
     prompt = sizes.row_tokens - sizes.response_tokens
     batch = random_batch(shape.vocab, rows=sizes.rows, prompt=prompt, response=sizes.response_tokens)
-    batch, _ = learner.recompute_old_logprobs(batch)
+    batch, _ = learner.recompute_old_logprobs(batch.to(device))
     learner.step(batch)  # warm-up: kernels, allocator, AdamW states
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
