@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup quickstart test test-adapters venv-verifiers lint buf buf-check release-contract protos check-protos bench gpu-smoke
+.PHONY: setup quickstart test test-adapters venv-verifiers venv-verl lint buf buf-check release-contract protos check-protos bench gpu-smoke
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,8 +34,23 @@ $(STAMP_VERIFIERS): pyproject.toml
 
 venv-verifiers: $(STAMP_VERIFIERS)
 
-test-adapters: setup venv-verifiers
+# verl 0.9.1 pins transformers<5.11, below [trainer]'s >=5.16.1: torch from the local CPU build first, as in .venv.
+VENV_VERL ?= .venv-verl
+ADAPTER_TESTS_verl := tests/integrations/test_verl_adapter.py
+STAMP_VERL := $(VENV_VERL)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+$(STAMP_VERL): pyproject.toml
+	test -x $(VENV_VERL)/bin/python || $(PY) -m venv $(VENV_VERL)
+	$(VENV_VERL)/bin/pip install -q --upgrade pip
+	$(VENV_VERL)/bin/pip install -q torch==2.13.0
+	$(VENV_VERL)/bin/pip install -q -e '.[verl]' pytest pytest-timeout
+	touch $(STAMP_VERL)
+
+venv-verl: $(STAMP_VERL)
+
+test-adapters: setup venv-verifiers venv-verl
 	ENVHUB_SERVER_PYTHON=$(abspath $(BIN)/python) $(VENV_VERIFIERS)/bin/python -m pytest -q $(ADAPTER_TESTS_verifiers)
+	ENVHUB_SERVER_PYTHON=$(abspath $(BIN)/python) $(VENV_VERL)/bin/python -m pytest -q $(ADAPTER_TESTS_verl)
 
 ## The main job: local servers, shipped task sets, a tiny CPU model.
 quickstart: setup

@@ -12,7 +12,7 @@ Config (Hydra overrides): `actor_rollout_ref.rollout.agent.agent_loop_config_pat
 (optional: `+envhub.max_turns`, `+envhub.seed`, `+envhub.max_steps`).
 
 verl 0.9.1 pins transformers<5.11, below envhub's trainer stack; install it in its own
-environment with `pip install envhub verl==0.9.1` (the `envhub[verl]` extra).
+environment: `pip install torch==2.13.0 'envhub[verl]'` (`make venv-verl`).
 """
 
 from __future__ import annotations
