@@ -120,14 +120,15 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument(
         "--profile",
-        choices=("serving", "rollout", "latency", "soak"),
+        choices=("serving", "rollout", "latency", "soak", "failover"),
         default="serving",
         help="serving: latency, throughput, restore, memory; rollout: N sessions stepping once per turn "
         "through step_many, against the in-process ideal (docs/results/envhub-bench-rollout-<env>.md); "
         "latency: step p50/p99/max of concurrent clients while others create sessions "
         "(docs/results/envhub-bench-latency-<env>.md); soak: an hour of session churn per environment "
         "(--env all, or a comma-separated list, at once), RSS, fds, threads and worker restarts sampled "
-        "(docs/results/envhub-soak.md)",
+        "(docs/results/envhub-soak.md); failover: the cost of failover's snapshots, and how fast the sessions of a "
+        "killed replica step again (docs/results/envhub-failover-recovery.md)",
     )
     bench.add_argument(
         "--sessions",
@@ -250,6 +251,13 @@ def _bench(args: argparse.Namespace) -> int:
 
         run_latency_bench(
             LatencyBenchSettings(args.env, args.out, args.clients, args.churners, args.phase_s, workers=args.workers)
+        )
+        return 0
+    if args.profile == "failover":
+        from envhub.bench.failover import FailoverBenchSettings, run_failover_bench
+
+        run_failover_bench(
+            FailoverBenchSettings(args.env, args.out, args.sessions or 1024, args.group_size, args.turns, args.workers)
         )
         return 0
     if args.profile == "soak":

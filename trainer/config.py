@@ -77,13 +77,13 @@ class EnvConfig(_Section):
         description='Server addresses "host:port"; ["local"] starts a server on a free loopback port.',
     )
     failover_snapshot_every: int = Field(
-        0,
+        2,
         ge=0,
-        description="Above 0: each rollout worker's envhub client pools every replica of its target "
-        '("dns:///name:port" stands for every address of a Kubernetes headless Service, looked up again every 30 s) '
-        "and moves sessions "
-        "off replicas that drain or die, snapshotting every this many steps (envhub.client.failover, "
-        "docs/deployment.md); 0: one plain client per target.",
+        description="Steps between the snapshots a rollout worker's envhub client keeps of each session when "
+        'its target stands for several replicas ("dns:///name:port", every address of a Kubernetes headless '
+        'Service, looked up again every 30 s; or "ipv4:host:port,host:port"): the client pools them and moves '
+        "sessions off replicas that drain or die, or lose a worker (envhub.client.failover, docs/deployment.md). "
+        "2 is measured: docs/results/envhub-failover-recovery.md. 0: no failover (a plain client per target).",
     )
     local_host: str = Field(
         "auto",

@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Concatenate, ParamSpec, TypeVar
 
 from envhub.client import calls, channel
+from envhub.client.aio_failover import AsyncFailoverTransport, FailoverStreamTransport
 from envhub.client.retry import DEFAULT_POLICY, RetryPolicy
 from envhub.client.stream import StreamTransport
 from envhub.client.transport import DEFAULT_TIMEOUT_S, AioChannelTransport, AsyncTransport, Settings
@@ -62,9 +63,12 @@ class AsyncEnvhubClient:
     fork = awaiting(calls.fork)
 
     def stream(self, timeout: float | None = None) -> AsyncEnvhubClient:
-        """A client whose session calls share one SessionStream: `async with client.stream() as stream: ...`."""
+        """A client whose session calls share one SessionStream: `async with client.stream() as stream: ...`;
+        over an `AsyncFailoverTransport`, steps share one stream per replica and fail over."""
+        if isinstance(self.transport, AsyncFailoverTransport):
+            return AsyncEnvhubClient(FailoverStreamTransport(self.transport, timeout))
         if not isinstance(self.transport, AioChannelTransport):
-            raise TypeError("stream() needs a client over one server (AioChannelTransport)")
+            raise TypeError("stream() needs a client over one server (AioChannelTransport) or with failover")
         return AsyncEnvhubClient(StreamTransport(self.transport, timeout))
 
     async def close(self, cancel: bool = False) -> None:

@@ -2,7 +2,9 @@
 
 `expand(["dns:///envhub-alfworld.envhub.svc.cluster.local:50051"])` returns one "ip:port" per
 address the name resolves to (a Kubernetes headless Service answers every ready replica), so a
-`PoolTransport` gets one channel per replica; plain "host:port" targets are kept as they are.
+`PoolTransport` gets one channel per replica; gRPC's address lists ("ipv4:10.0.0.1:50051,
+10.0.0.2:50051", "ipv6:[::1]:50051,...") stand for each of their addresses; plain "host:port"
+targets are kept as they are. `replicas(target)` says whether a target names several replicas.
 A `Discovery` lets a pool expand its targets again later, so replicas started since join it.
 """
 
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from envhub.client.transport import ChannelTransport
 
 DNS_PREFIX = "dns:///"
+LIST_PREFIXES = ("ipv4:", "ipv6:")
+"""gRPC's address-list schemes: "ipv4:host:port,host:port"."""
 REFRESH_S = 30.0
 """Default seconds between two re-resolutions of a pool's targets (besides one after each retired replica)."""
 
@@ -25,6 +29,9 @@ def expand(targets: Sequence[str], family: socket.AddressFamily = socket.AF_INET
     """`targets` with each "dns:///host:port" replaced by every address of host (in resolver order, once)."""
     expanded: list[str] = []
     for target in targets:
+        if target.startswith(LIST_PREFIXES):
+            expanded += [address for address in target.split(":", 1)[1].split(",") if address not in expanded]
+            continue
         if not target.startswith(DNS_PREFIX):
             expanded.append(target)
             continue
@@ -57,6 +64,12 @@ class Discovery:
     def __post_init__(self) -> None:
         if self.refresh_s < 0:
             raise ValueError(f"refresh_s must be at least 0 seconds, not {self.refresh_s}")
+
+
+def several(target: str) -> bool:
+    """Whether `target` may stand for more than one replica: a DNS name (replicas come and go behind
+    it) or an address list of several addresses."""
+    return target.startswith(DNS_PREFIX) or len(expand([target])) > 1
 
 
 def resolver(targets: Sequence[str]) -> Callable[[], list[str]]:

@@ -1,17 +1,27 @@
 """`FailoverTransport`: sessions that survive a replica draining or dying, over a `PoolTransport`.
 
-Opt-in crash recovery for one client over several replicas sharing a snapshot key. For every
-session it holds, the transport keeps the latest snapshot (taken every `snapshot_every` steps,
-after creation and after each reset) and the steps taken since, with their results. When a call
-of a session is refused as DRAINING, the transport stops placing sessions on that replica, takes
-a fresh snapshot there (a draining server still admits CreateSnapshot and CloseSession), restores
-it on another replica, closes the old session and sends the call again: no replay. When a call
-fails with UNAVAILABLE or CANCELLED and its replica then fails a read-only probe (gone: SIGKILL,
-node loss), or the fresh snapshot is refused, the transport restores the held snapshot on another
-replica, replays the steps since, checks each replayed result equals the recorded one, and sends
-the call again there. The caller keeps using the
-session id it was given; the transport maps it to the live session. A replay that does not
-reproduce raises FAILED_PRECONDITION (REPLAY_DIVERGED) instead of continuing a different episode.
+Crash recovery for one client over several replicas sharing a snapshot key. For every session it
+holds, the transport keeps the latest snapshot (taken every `snapshot_every` steps, after
+creation and after each reset) and the steps taken since, with their results
+(`envhub.client.recovery.Tracked`). A failure moves sessions, in parallel (`concurrency` at once):
+
+* a replica found gone (a call fails with UNAVAILABLE or CANCELLED and a read-only probe fails
+  too: SIGKILL, node loss): it is retired and **every** session this transport holds there is
+  rebuilt on the other replicas at once (held snapshot restored, steps since replayed in batched
+  rounds, each replayed result checked against the recorded one); no call of those sessions goes
+  to the dead address again, and one probe settles it for all of them;
+* a replica refusing a call as DRAINING (SIGTERM; never retried there): it is retired and every
+  session held there moves by a fresh snapshot taken on it (a draining server still admits
+  CreateSnapshot and CloseSession), restored elsewhere, the old one closed: no replay; a
+  session whose fresh snapshot is refused is rebuilt from its held one;
+* a session lost with its worker (UNAVAILABLE `SESSION_LOST`, or `WORKER_LOST` in flight): that
+  session is rebuilt, its replica stays.
+
+The call that failed is then sent again on the moved session (a refused call was not applied; a
+step in flight when its replica died is applied once on the rebuilt session). Calls of a session
+being moved wait for the move. The caller keeps using the session id it was given; the
+transport maps it to the live session. A replay that does not reproduce fails the session with
+FAILED_PRECONDITION (REPLAY_DIVERGED) instead of continuing a different episode.
 
 Costs: one CreateSnapshot per `snapshot_every` steps (ALFWorld snapshots are a few KB), and the
 steps since the last snapshot kept in memory.
@@ -19,52 +29,64 @@ steps since the last snapshot kept in memory.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
-from envhub.client import calls, types
+from envhub.client import calls, recovery
 from envhub.client.endpoints import REFRESH_S
 from envhub.client.errors import from_status
 from envhub.client.pool_transport import FAILED, PoolTransport
+from envhub.client.recovery import Tracked
+from envhub.client.retry import DEFAULT_POLICY, NO_RETRY, RetryPolicy
 from envhub.client.transport import Settings
-from envhub.core import errors
 from envhub.core.errors import EnvhubError
 from envhub.core.status import to_rpc_status
 from envhub.v1 import envhub_pb2 as pb
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-
-
-@dataclass
-class _Session:
-    """What the transport needs to rebuild one session elsewhere."""
-
-    live_id: str
-    """The session id on the replica serving it now."""
-    snapshot: types.Snapshot | None = None
-    replay: list[tuple[calls.Call[types.EnvView], types.EnvView]] = field(default_factory=list)
-    """Steps since `snapshot`, with the results the caller saw."""
+LOST = frozenset({"SESSION_LOST", "WORKER_LOST"})
+"""Reasons of a session gone with its worker while its replica lives on."""
+SNAPSHOT_EVERY = 2
+"""Default steps between snapshots (docs/results/envhub-failover-recovery.md measures the cost)."""
 
 
 class FailoverTransport:
     """A blocking transport over a `PoolTransport` that moves sessions off replicas that fail.
 
     `EnvhubClient(FailoverTransport.over(["dns:///envhub-alfworld:50051"], snapshot_every=2))`.
+    Thread-safe: rollouts call it from many threads.
     """
 
-    def __init__(self, pool: PoolTransport, snapshot_every: int = 1) -> None:
-        if snapshot_every < 1:
-            raise ValueError("snapshot_every must be at least 1 (a snapshot every k steps)")
+    def __init__(
+        self,
+        pool: PoolTransport,
+        snapshot_every: int = SNAPSHOT_EVERY,
+        concurrency: int = recovery.CONCURRENCY,
+        policy: RetryPolicy = DEFAULT_POLICY,
+        settings: Settings | None = None,
+    ) -> None:
+        """Over `pool`, whose transports should not retry (`over` builds them so): this transport
+        retries a failed call by `policy` once a probe says its replica is still there."""
+        if snapshot_every < 1 or concurrency < 1:
+            raise ValueError("snapshot_every and concurrency must be at least 1 (a snapshot every k steps)")
         self.pool = pool
+        self.policy = policy
+        self.settings = settings or Settings()
+        """How the replicas are reached (token, TLS): also for the session streams of an asyncio client."""
         self.snapshot_every = snapshot_every
-        self._sessions: dict[str, _Session] = {}
+        self.concurrency = concurrency
+        self._sessions: dict[str, Tracked] = {}
         self._lock = threading.Lock()
+        self._moves: dict[str, threading.Event] = {}
+        """Replica -> the move of its sessions in progress."""
         self.recoveries = 0
         """Sessions moved to another replica so far."""
         self.migrations = 0
@@ -74,13 +96,22 @@ class FailoverTransport:
     def over(
         cls,
         targets: Sequence[str],
-        snapshot_every: int = 1,
+        snapshot_every: int = SNAPSHOT_EVERY,
         settings: Settings | None = None,
         refresh_s: float = REFRESH_S,
+        concurrency: int = recovery.CONCURRENCY,
     ) -> FailoverTransport:
         """`PoolTransport.over(targets, settings, refresh_s)` ("dns:///name:port" stands for every
-        address, looked up again every `refresh_s` seconds and after a replica fails), with failover."""
-        return cls(PoolTransport.over(targets, settings, refresh_s), snapshot_every)
+        address, looked up again every `refresh_s` seconds and after a replica fails), with failover;
+        the replicas' transports do not retry, this one does by `settings.policy`."""
+        settings = settings or Settings()
+        pool = PoolTransport.over(targets, dataclasses.replace(settings, policy=NO_RETRY), refresh_s)
+        return cls(pool, snapshot_every, concurrency, settings.policy, settings)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # ------------------------------------------------------------ calls
 
     def send(self, call: calls.Call[Any]) -> Message:
         if call.effect is calls.Effect.BATCHES:
@@ -88,26 +119,82 @@ class FailoverTransport:
         session = self._sessions.get(call.session_id) if call.session_id else None
         if session is None:
             return self._untracked(call)
-        try:
-            response = self.pool.send(call.addressed_to(session.live_id))
-        except EnvhubError as error:
-            if not self.pool.failed(self.pool.owner(session.live_id), error):
-                raise
-            if call.effect is calls.Effect.CLOSES:  # its replica is gone or leaving: nothing left to close
-                self._sessions.pop(call.session_id, None)
-                return pb.CloseSessionResponse()
-            self._recover(call.session_id, session, error)
-            response = self.pool.send(call.addressed_to(session.live_id))
-        self._after(call, response)
-        return response
+        attempt = 0
+        while True:
+            live_id, epoch = self.live(session)
+            try:
+                response = self.pool.send(call.addressed_to(live_id))
+            except EnvhubError as error:
+                if session.epoch != epoch or self.handle(call.session_id, session, live_id, error):
+                    continue  # moved (by this call's failure or another's): send it there
+                if not self.policy.should_retry(call.retry, error, attempt):
+                    raise
+                time.sleep(self.policy.delay_s(attempt))  # its replica answers: a passing failure
+                attempt += 1
+                continue
+            if self.record(call, response, session, epoch):
+                return response
+
+    def tracked(self, session_id: str) -> Tracked | None:
+        """The session this transport holds under the caller's id `session_id`, if any."""
+        return self._sessions.get(session_id)
+
+    def live(self, session: Tracked) -> tuple[str, int]:
+        """The session's live id and epoch, once any move of it finished; raises why it could not move."""
+        moving = session.moving
+        if moving is not None:
+            moving.wait()
+        if session.broken is not None:
+            raise session.broken
+        return session.live_id, session.epoch
+
+    def record(
+        self, call: calls.Call[Any], response: Message, session: Tracked, epoch: int, checkpoint: bool = True
+    ) -> bool:
+        """Keep the bookkeeping of a call answered by the session's copy of `epoch` (without the
+        snapshot a step may be due, unless `checkpoint`); False when the session moved meanwhile
+        (that copy is gone: the call is to be sent to the new one)."""
+        with session.lock:
+            if session.epoch != epoch:  # a step the fresh snapshot of a migration holds is answered
+                moved_at = session.moved_at_step
+                return bool(
+                    call.effect is calls.Effect.STEPS
+                    and moved_at is not None
+                    and call.decode(response).step_index <= moved_at
+                )
+            if call.effect is calls.Effect.STEPS:
+                session.replay.append((call, call.decode(response)))
+        if checkpoint or call.effect is not calls.Effect.STEPS:
+            self._after(call, response, session)
+        return True
+
+    def due(self, session: Tracked) -> bool:
+        """Whether the session's steps since its snapshot call for a new one."""
+        return len(session.replay) >= self.snapshot_every
+
+    def handle(self, caller_id: str, session: Tracked, live_id: str, error: EnvhubError) -> bool:
+        """Move what `error` (a call of `session` on `live_id` failed with it) says is lost; False when
+        the error is the call's own (raise it)."""
+        if error.code in FAILED and error.reason in LOST:
+            self._move_one(caller_id, session, error)
+            return True
+        replica = self.pool.owner(live_id)
+        running = self._moves.get(replica)
+        if running is not None and error.code in FAILED:  # another call found it failed: no second probe
+            running.wait()
+            return True
+        if not self.pool.failed(replica, error):
+            return False
+        self.move_replica(replica, error)
+        return True
 
     def _untracked(self, call: calls.Call[Any]) -> Message:
         """A call of no tracked session; a new session whose replica fails before its first snapshot
         (which `_after` takes) is placed again, on another replica."""
         while True:
-            response = self.pool.send(call)
+            response = self._retried(call)
             try:
-                self._after(call, response)
+                self._after(call, response, None)
             except EnvhubError as error:
                 if call.effect is not calls.Effect.CREATES:
                     raise
@@ -119,115 +206,192 @@ class FailoverTransport:
                 continue
             return response
 
+    def _retried(self, call: calls.Call[Any]) -> Message:
+        """`call` sent by the pool, retried by `policy` (creates are placed again by the pool itself)."""
+        for attempt in itertools.count():
+            try:
+                return self.pool.send(call)
+            except EnvhubError as error:
+                if not self.policy.should_retry(call.retry, error, attempt):
+                    raise
+            time.sleep(self.policy.delay_s(attempt))
+        raise AssertionError("unreachable")
+
     def _batch(self, call: calls.Call[Any]) -> Message:
-        """The batch sent with each tracked session's live id; a step failing with its replica is sent
-        again on its own (recovering the session); every step that went through is recorded."""
-        live = calls.batch([self._live(part) for part in call.parts], timeout=call.timeout)
-        response = calls.expect(self.pool.send(live), pb.StepBatchResponse)
-        entries = []
-        for part, entry in zip(call.parts, response.results, strict=True):
-            lost = entry.HasField("error") and from_status(entry.error).code in FAILED
-            if lost and part.session_id in self._sessions:
+        """The batch sent with each tracked session's live id; the steps failing with their replica or
+        their worker move their sessions (every session of a failed replica at once) and are sent
+        again as one batch; every step that went through is recorded."""
+        entries: list[pb.StepBatchEntry | None] = [None] * len(call.parts)
+        pending = list(range(len(call.parts)))
+        for attempt in range(max(3, self.policy.attempts)):  # a step whose new replica fails too moves again
+            pending, passing = self._batch_round(call, pending, entries, attempt)
+            if not pending:
+                break
+            if passing:
+                time.sleep(self.policy.delay_s(attempt))
+        return pb.StepBatchResponse(results=[entry or pb.StepBatchEntry() for entry in entries])
+
+    def _batch_round(
+        self, call: calls.Call[Any], positions: list[int], entries: list[pb.StepBatchEntry | None], attempt: int
+    ) -> tuple[list[int], bool]:
+        """Send the steps at `positions` as one batch, each answer (or its last error) into `entries`;
+        returns the positions to send again, and whether some are retried after a passing failure."""
+        sent: dict[int, tuple[Tracked, str, int]] = {}
+        parts = []
+        for position in positions:
+            part = call.parts[position]
+            session = self._sessions.get(part.session_id)
+            if session is not None:
                 try:
-                    entry = pb.StepBatchEntry(result=calls.expect(self.send(part), pb.StepResponse).result)
+                    live_id, epoch = self.live(session)
                 except EnvhubError as error:
-                    entry = pb.StepBatchEntry(error=to_rpc_status(error))
-            elif entry.HasField("result"):
-                self._stepped(part, part.decode(pb.StepResponse(result=entry.result)))
-            entries.append(entry)
-        return pb.StepBatchResponse(results=entries)
-
-    def _live(self, call: calls.Call[R]) -> calls.Call[R]:
-        session = self._sessions.get(call.session_id)
-        return call if session is None else call.addressed_to(session.live_id)
-
-    def close(self) -> None:
-        self.pool.close()
-
-    def _run(self, call: calls.Call[R]) -> R:
-        return call.decode(self.pool.send(call))
+                    entries[position] = pb.StepBatchEntry(error=to_rpc_status(error))
+                    continue
+                sent[position] = (session, live_id, epoch)
+                part = part.addressed_to(live_id)
+            parts.append((position, part))
+        if not parts:
+            return [], False
+        batch = calls.batch([part for _, part in parts], timeout=call.timeout)
+        answer = calls.expect(self.pool.send(batch), pb.StepBatchResponse)
+        again: list[int] = []
+        failures: dict[str, EnvhubError] = {}
+        lost: list[tuple[str, Tracked, EnvhubError]] = []
+        due: list[Tracked] = []
+        passing = False
+        for (position, _), entry in zip(parts, answer.results, strict=True):
+            held = sent.get(position)
+            entries[position] = entry  # kept unless a later round answers it
+            if held is None:
+                continue
+            session, live_id, epoch = held
+            if not entry.HasField("error"):
+                stepped = pb.StepResponse(result=entry.result)
+                if not self.record(call.parts[position], stepped, session, epoch, checkpoint=False):
+                    again.append(position)  # answered by a copy that moved meanwhile
+                elif self.due(session):
+                    due.append(session)
+                continue
+            failure = from_status(entry.error)
+            if failure.code in FAILED and session.epoch != epoch:
+                again.append(position)
+            elif failure.code in FAILED and failure.reason in LOST:
+                lost.append((call.parts[position].session_id, session, failure))
+                again.append(position)
+            elif failure.code in FAILED:
+                failures.setdefault(self.pool.owner(live_id), failure)
+                again.append(position)
+            elif self.policy.should_retry(call.retry, failure, attempt):
+                again.append(position)
+                passing = True
+        for replica, cause in failures.items():
+            if self.pool.failed(replica, cause):
+                self.move_replica(replica, cause)
+            else:  # the replica answers: a passing failure, retried after a delay
+                passing = True
+        if lost:
+            self._move_group(lost, lost[0][2])
+        self.renew_all(due)
+        return again, passing
 
     # ------------------------------------------------------------ bookkeeping
 
-    def _after(self, call: calls.Call[Any], response: Message) -> None:
-        """Track sessions the call created, changed or closed."""
+    def _after(self, call: calls.Call[Any], response: Message, session: Tracked | None) -> None:
+        """Track sessions the call created, checkpoint resets and every `snapshot_every` steps, forget closed ones."""
         for session_id in call.created(response):
             self._track(session_id)
+        if session is None:
+            return
         if call.effect is calls.Effect.RESETS:
-            self._checkpoint(self._sessions[call.session_id])
-        elif call.effect is calls.Effect.STEPS:
-            self._stepped(call, call.decode(response))
+            self._checkpoint(session)
+        elif call.effect is calls.Effect.STEPS and self.due(session):
+            self._renew(session)
         elif call.effect is calls.Effect.CLOSES:
-            self._sessions.pop(call.session_id, None)
+            with self._lock:
+                self._sessions.pop(call.session_id, None)
 
     def _track(self, session_id: str) -> None:
-        session = _Session(session_id)
+        session = Tracked(session_id)
         self._checkpoint(session)
         with self._lock:
             self._sessions[session_id] = session
 
-    def _stepped(self, call: calls.Call[types.EnvView], result: types.EnvView) -> None:
-        session = self._sessions.get(call.session_id)
-        if session is None:
-            return
-        session.replay.append((call, result))
-        if len(session.replay) >= self.snapshot_every:
-            try:
-                self._checkpoint(session)
-            except EnvhubError as error:  # the replica is failing: keep the older snapshot and the replay
-                if error.code not in FAILED:
-                    raise
-
-    def _checkpoint(self, session: _Session) -> None:
-        session.snapshot = self._run(calls.snapshot(session.live_id))
-        session.replay.clear()
-
-    # ------------------------------------------------------------ recovery
-
-    def _recover(self, session_id: str, session: _Session, cause: EnvhubError) -> None:
-        """Move `session` to another replica: by a fresh snapshot when its replica refused the call as
-        DRAINING (so the call was not applied there, and a draining replica still admits CreateSnapshot
-        and CloseSession); else, or when that snapshot fails, from the held snapshot and the steps since."""
-        lost = self.pool.owner(session.live_id)
-        self.pool.retire(lost)
-        if cause.reason == "DRAINING" and self._migrate(session_id, session):
-            return
-        if session.snapshot is None:
-            raise errors.unavailable(
-                f"replica {lost!r} of session {session_id!r} failed before a snapshot was taken", "NO_SNAPSHOT"
-            ) from cause
-        start = self._run(calls.restore(session.snapshot))
-        log.warning(
-            "session %s: replica %s failed (%s); restored on %s", session_id, lost, cause.reason, start.session_id
-        )
-        for step, recorded in session.replay:
-            replayed = self._run(step.addressed_to(start.session_id))
-            if replayed != recorded:
-                raise errors.failed_precondition(
-                    f"session {session_id!r}: a replayed step on {start.session_id!r} "
-                    f"gave {replayed.text!r}, not {recorded.text!r}",
-                    "REPLAY_DIVERGED",
-                )
-        session.live_id = start.session_id
-        self.recoveries += 1
-
-    def _migrate(self, session_id: str, session: _Session) -> bool:
-        """Snapshot `session` on its draining replica, restore it on another and close it there;
-        False (nothing changed) when the draining replica does not give the snapshot."""
-        leaving = session.live_id
+    def _renew(self, session: Tracked) -> None:
+        """A new snapshot of a session that stepped `snapshot_every` times; a failing replica keeps the older one."""
         try:
-            snapshot = self._run(calls.snapshot(leaving))
-        except EnvhubError as error:  # gone since, or past its drain window: use the held snapshot
-            log.warning("session %s: no fresh snapshot from its draining replica (%s)", session_id, error)
-            return False
-        start = self._run(calls.restore(snapshot))
-        session.live_id, session.snapshot = start.session_id, snapshot
-        session.replay.clear()
-        try:  # lets the draining replica exit as soon as its sessions are gone
-            self._run(calls.close_session(leaving))
-        except EnvhubError as error:
-            log.info("session %s: closing %s on its draining replica failed (%s)", session_id, leaving, error)
-        log.warning("session %s: its replica drains; moved from %s to %s", session_id, leaving, start.session_id)
-        self.recoveries += 1
-        self.migrations += 1
-        return True
+            self._checkpoint(session)
+        except EnvhubError as error:  # the replica is failing: keep the older snapshot and the replay
+            if error.code not in FAILED:
+                raise
+
+    def renew_all(self, sessions: Sequence[Tracked]) -> None:
+        """New snapshots of `sessions` (a batch's sessions due for one), `concurrency` at a time."""
+        recovery.each(self.concurrency, self._renew, list(sessions))
+
+    def _checkpoint(self, session: Tracked) -> None:
+        epoch = session.epoch
+        call = calls.snapshot(session.live_id)
+        snapshot = call.decode(self._retried(call))
+        with session.lock:
+            if session.epoch == epoch:
+                session.snapshot = snapshot
+                session.replay.clear()
+
+    # ------------------------------------------------------------ moves
+
+    def move_replica(self, replica: str, cause: EnvhubError) -> None:
+        """Move every session held on `replica` (refused as DRAINING, or gone), all at once; a second
+        caller finding the same replica failed waits for the first one's move."""
+        group: list[tuple[str, Tracked]] = []
+        with self._lock:
+            running = self._moves.get(replica)
+            started = running is None
+            if running is None:
+                running = self._moves[replica] = threading.Event()
+                group = [(caller_id, s) for caller_id, s in self._sessions.items() if self._on(s, replica)]
+                for _, session in group:
+                    session.moving = running
+        if not started:
+            running.wait()
+            return
+        try:
+            self.pool.retire(replica)
+            log.warning("replica %s failed (%s): moving its %d session(s)", replica, cause.reason, len(group))
+            self._relocate(group, cause)
+        finally:
+            with self._lock:
+                del self._moves[replica]
+                for _, session in group:
+                    session.moving = None
+            running.set()
+
+    def _on(self, session: Tracked, replica: str) -> bool:
+        return session.live_id.split(".", 1)[0] == replica and session.broken is None
+
+    def _move_one(self, caller_id: str, session: Tracked, cause: EnvhubError) -> None:
+        self._move_group([(caller_id, session, cause)], cause)
+
+    def _move_group(self, lost: list[tuple[str, Tracked, EnvhubError]], cause: EnvhubError) -> None:
+        """Rebuild sessions lost with their worker (their replicas stay)."""
+        event = threading.Event()
+        group = []
+        with self._lock:
+            for caller_id, session, _ in lost:
+                if session.moving is None:
+                    session.moving = event
+                    group.append((caller_id, session))
+        try:
+            self._relocate(group, cause)
+        finally:
+            for _, session in group:
+                session.moving = None
+            event.set()
+
+    def _relocate(self, group: list[tuple[str, Tracked]], cause: EnvhubError) -> None:
+        send = self.pool.send
+        if cause.reason == "DRAINING":
+            left = recovery.migrate(send, group, self.concurrency)
+            self.migrations += len(group) - len(left)
+            self.recoveries += len(group) - len(left)
+            group = left
+        self.recoveries += recovery.rebuild(send, group, cause, self.concurrency)

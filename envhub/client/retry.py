@@ -12,8 +12,8 @@ from envhub.core.errors import EnvhubError
 
 LOST = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 """Codes after which a call may or may not have been applied: a keyed call is retried on them."""
-FINAL = frozenset({"SESSION_LOST"})
-"""Reasons no retry on the same server can change (the session is gone there)."""
+FINAL = frozenset({"SESSION_LOST", "DRAINING"})
+"""Reasons no retry on the same server can change (the session is gone there; the server is leaving)."""
 
 
 @dataclass(frozen=True)

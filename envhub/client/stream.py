@@ -87,6 +87,11 @@ class StreamTransport:
         await asyncio.wait([self._reader])
 
     @property
+    def broken(self) -> errors.EnvhubError | None:
+        """Why the stream ended (every call now raises it), or None while it is open."""
+        return self._broken
+
+    @property
     def pending(self) -> int:
         """Calls sent and not yet answered."""
         return len(self._pending)

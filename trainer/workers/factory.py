@@ -57,14 +57,17 @@ def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBacke
 
 
 def make_env_port(config: TrainerConfig, target: str) -> Sessions:
-    """The session port over an envhub client connected to `target` ("host:port"); with
-    `env.failover_snapshot_every`, over every replica of `target`, with failover. Sessions get
-    `env.options`, and list admissible actions when the prompt shows them."""
+    """The session port over an envhub client connected to `target` ("host:port"); when the target
+    stands for several replicas (a DNS name, an address list) and `env.failover_snapshot_every` is
+    not 0, over every replica of it, with failover. Sessions get `env.options`, and list admissible
+    actions when the prompt shows them."""
     from envhub.client import EnvhubClient
+    from envhub.client.endpoints import several
     from envhub.client.failover import FailoverTransport
 
     every = config.env.failover_snapshot_every
-    client = EnvhubClient(FailoverTransport.over([target], snapshot_every=every) if every else target)
+    pooled = every > 0 and several(target)
+    client = EnvhubClient(FailoverTransport.over([target], snapshot_every=every) if pooled else target)
     return Sessions(client, config.env.name, options=config.env.options, admissible=config.prompt.show_admissible)
 
 

@@ -1,0 +1,226 @@
+"""`envhub bench --profile failover`: what failover costs while nothing fails, and how fast a killed
+replica's sessions step again.
+
+Two `envhub serve` replicas sharing a snapshot key, N sessions over both (N / G tasks, each created
+once and forked G - 1 times, so each replica holds half), every turn one `step_many` of every
+session. Overhead: the median turn of a plain `EnvhubPool` (no failover) against
+`FailoverTransport` with `snapshot_every` k in 1, 2, 4 (the snapshots every k steps are the whole
+cost), all measured in the same run. Recovery: after 3 turns one replica is SIGKILLed and the next
+turn is timed from the kill until every session, the killed replica's half included, has its
+step's result (each checked to equal the result of an undisturbed twin played alongside, so
+nothing is lost or applied twice); once with the default recovery concurrency and once moving
+sessions one at a time (the baseline). Writes `<out>/envhub-failover-recovery.json` and `.md`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envhub.bench.procs import ServerProcess
+from envhub.bench.rollout import SERVER_SETTINGS
+from envhub.bench.run import PROFILES
+from envhub.client import EnvhubClient, EnvhubPool
+from envhub.client import recovery as moves
+from envhub.client.failover import SNAPSHOT_EVERY, FailoverTransport
+
+KEY = "envhub-bench-failover-key"
+INTERVALS = (1, 2, 4)
+TARGET_S = 3.0
+"""The issue's target: 512 sessions of a killed replica stepping again within 3 s of the kill."""
+
+
+@dataclass(frozen=True)
+class FailoverBenchSettings:
+    environment: str
+    out: str
+    sessions: int = 1024
+    """Over both replicas: half of them on the replica killed."""
+    group_size: int = 8
+    turns: int = 4
+    """Timed turns per overhead mode."""
+    workers: int = 2
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+@contextlib.contextmanager
+def _replicas(settings: FailoverBenchSettings) -> Iterator[list[ServerProcess]]:
+    os.environ["ENVHUB_SNAPSHOT_KEY"] = KEY
+    chosen = SERVER_SETTINGS.get(settings.environment, {})
+    extra = [item for key, value in chosen.items() for item in ("--set", f"{settings.environment}.{key}={value}")]
+    try:
+        with contextlib.ExitStack() as stack:
+            yield [
+                stack.enter_context(
+                    ServerProcess(
+                        settings.environment, settings.workers, max_sessions=settings.sessions + 64, extra=extra
+                    )
+                )
+                for _ in range(2)
+            ]
+    finally:
+        del os.environ["ENVHUB_SNAPSHOT_KEY"]
+
+
+def _groups(client: EnvhubClient, settings: FailoverBenchSettings) -> dict[str, str]:
+    """`sessions` sessions in groups (one create and G - 1 forks per task, the pool spreading the
+    groups): session id -> its task."""
+    tasks = itertools.cycle(task.task_id for task in client.list_tasks(settings.environment, "train"))
+    ids: dict[str, str] = {}
+    while len(ids) < settings.sessions:
+        task = next(tasks)
+        first = client.create_session(settings.environment, task, max_steps=10**6).session_id
+        ids |= dict.fromkeys([first, *client.fork(first, settings.group_size - 1)], task)
+    return ids
+
+
+def _sessions(client: EnvhubClient, settings: FailoverBenchSettings) -> list[str]:
+    return list(_groups(client, settings))
+
+
+def _turn(client: EnvhubClient, ids: list[str], action: str) -> tuple[float, list[Any]]:
+    started = time.perf_counter()
+    results = client.step_many([(session, action) for session in ids])
+    return time.perf_counter() - started, results
+
+
+def _failover_client(targets: list[str], every: int) -> Callable[[], EnvhubClient]:
+    return lambda: EnvhubClient(FailoverTransport.over(targets, snapshot_every=every))
+
+
+def _overhead(settings: FailoverBenchSettings, actions: Iterator[str]) -> dict[str, float]:
+    """Median turn time of each mode, on the same replicas and sessions' worth of work."""
+    medians: dict[str, float] = {}
+    with _replicas(settings) as servers:
+        targets = [server.target for server in servers]
+        makers: list[tuple[str, Callable[[], EnvhubClient]]] = [("plain pool", lambda: EnvhubPool(targets))]
+        makers += [(f"failover k={k}", _failover_client(targets, k)) for k in INTERVALS]
+        for name, make in makers:
+            with make() as client:
+                ids = _sessions(client, settings)
+                _turn(client, ids, next(actions))  # untimed: caches warm
+                times = [_turn(client, ids, next(actions))[0] for _ in range(settings.turns)]
+                medians[name] = statistics.median(times)
+                for session in ids:
+                    client.close_session(session)
+            _say(f"  {name}: turn {medians[name]:.3f} s (median of {settings.turns})")
+    return medians
+
+
+def _recovery(settings: FailoverBenchSettings, concurrency: int, actions: list[str]) -> dict[str, Any]:
+    """Kill one replica after 3 turns; the next turn's time from the kill, and whether every result
+    equals the undisturbed twin's."""
+    with _replicas(settings) as servers:
+        transport = FailoverTransport.over([s.target for s in servers], SNAPSHOT_EVERY, concurrency=concurrency)
+        with EnvhubClient(transport) as client, EnvhubClient(servers[1].target) as twins:
+            task_of = _groups(client, settings)
+            ids = list(task_of)
+            replica = {t.target: name for name, t in transport.pool.replicas.items()}[servers[0].target]
+            on_killed = sum(session.startswith(replica + ".") for session in ids)
+            # an undisturbed twin per task on the replica that stays, stepped alike
+            twin = {
+                task: twins.create_session(settings.environment, task, max_steps=10**6).session_id
+                for task in set(task_of.values())
+            }
+            for action in actions[:3]:
+                _turn(client, ids, action)
+                twins.step_many([(session, action) for session in twin.values()])
+            servers[0].process.kill()
+            killed_at = time.perf_counter()
+            results = client.step_many([(session, actions[3]) for session in ids])
+            stepping_s = time.perf_counter() - killed_at
+            expected = dict(
+                zip(twin, twins.step_many([(session, actions[3]) for session in twin.values()]), strict=True)
+            )
+            equal = all(result == expected[task_of[session]] for session, result in zip(ids, results, strict=True))
+            for session in [*ids, *twin.values()]:
+                (client if session in task_of else twins).close_session(session)
+    _say(
+        f"  concurrency {concurrency}: {on_killed} sessions on the killed replica, all {len(ids)} stepping again "
+        f"{stepping_s:.2f} s after the kill (results equal: {equal})"
+    )
+    return {
+        "concurrency": concurrency,
+        "sessions_on_killed_replica": on_killed,
+        "stepping_again_s": stepping_s,
+        "recoveries": transport.recoveries,
+        "results_equal_undisturbed": equal,
+    }
+
+
+def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
+    """Run the failover profile; write and return its results."""
+    profile = PROFILES[settings.environment]
+    cycle = itertools.cycle(profile.actions)
+    _say(f"{settings.environment}: {settings.sessions} sessions over 2 replicas, overhead of failover")
+    overhead = _overhead(settings, cycle)
+    actions = [next(cycle) for _ in range(4)]
+    _say(f"{settings.environment}: recovery of the sessions of a killed replica")
+    parallel = _recovery(settings, moves.CONCURRENCY, actions)
+    serial = _recovery(settings, 1, actions)
+    result = {
+        "environment": settings.environment,
+        "settings": SERVER_SETTINGS.get(settings.environment, {}),
+        "sessions": settings.sessions,
+        "group_size": settings.group_size,
+        "workers": settings.workers,
+        "cpu_count": os.cpu_count(),
+        "load_average_1m": os.getloadavg()[0],
+        "overhead_turn_s": overhead,
+        "snapshot_every_default": SNAPSHOT_EVERY,
+        "recovery": parallel,
+        "recovery_serial": serial,
+        "target_s": TARGET_S,
+        "speedup": serial["stepping_again_s"] / parallel["stepping_again_s"],
+    }
+    _write(result, Path(settings.out))
+    return result
+
+
+def _write(result: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "envhub-failover-recovery.json").write_text(json.dumps(result, indent=2) + "\n")
+    plain = result["overhead_turn_s"]["plain pool"]
+    parallel, serial = result["recovery"], result["recovery_serial"]
+    lines = [
+        f"# envhub bench --profile failover: {result['environment']}",
+        "",
+        f"{result['sessions']} sessions ({result['sessions'] // result['group_size']} tasks x G = "
+        f"{result['group_size']}) over 2 replicas of {result['workers']} workers, settings "
+        f"{result['settings'] or 'default'}, on {result['cpu_count']} cores shared with other work (load "
+        f"average 1 min at the end: {result['load_average_1m']:.1f}). Every turn is one `step_many` of every session.",
+        "",
+        "| turn while nothing fails (median) | seconds | vs plain pool |",
+        "|---|---|---|",
+    ]
+    for name, seconds in result["overhead_turn_s"].items():
+        lines.append(f"| {name} | {seconds:.3f} | {seconds / plain:.2f}x |")
+    lines += [
+        "",
+        f"One replica SIGKILLed after 3 turns (snapshot every {result['snapshot_every_default']} steps): "
+        "the next turn, from the kill until every session has its step's result:",
+        "",
+        "| recovery | sessions on the killed replica | all stepping again after | results equal an undisturbed run |",
+        "|---|---|---|---|",
+        f"| parallel (concurrency {parallel['concurrency']}) | {parallel['sessions_on_killed_replica']} | "
+        f"{parallel['stepping_again_s']:.2f} s | {parallel['results_equal_undisturbed']} |",
+        f"| one at a time (baseline) | {serial['sessions_on_killed_replica']} | {serial['stepping_again_s']:.2f} s | "
+        f"{serial['results_equal_undisturbed']} |",
+        "",
+        f"Parallel recovery is {result['speedup']:.1f}x the one-at-a-time baseline; target: within "
+        f"{result['target_s']:.0f} s for 512 sessions.",
+        "",
+    ]
+    (out / "envhub-failover-recovery.md").write_text("\n".join(lines))
+    _say("\n".join(lines))
