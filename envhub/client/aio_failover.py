@@ -4,7 +4,8 @@
 on a thread of its own pool, so the asyncio client moves sessions exactly as the blocking one
 (one implementation of tracking, probing and moving):
 
-    async with AsyncEnvhubClient(AsyncFailoverTransport.over(["dns:///envhub-alfworld:50051"])) as client:
+    transport = AsyncFailoverTransport(FailoverTransport.over(["dns:///envhub-alfworld:50051"]))
+    async with AsyncEnvhubClient(transport) as client:
         ...
         async with client.stream() as stream:   # steps on SessionStreams, one per replica
             ...
@@ -20,18 +21,17 @@ session's new replica.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
-from envhub.client import calls, recovery
-from envhub.client.endpoints import REFRESH_S
-from envhub.client.failover import SNAPSHOT_EVERY, FailoverTransport
+from envhub.client import calls
+from envhub.client.failover import FailoverTransport
 from envhub.client.pool_transport import FAILED
 from envhub.client.stream import StreamTransport
-from envhub.client.transport import AioChannelTransport, Settings
+from envhub.client.transport import AioChannelTransport
 from envhub.core.errors import EnvhubError
 
 T = TypeVar("T")
@@ -45,18 +45,6 @@ class AsyncFailoverTransport:
     def __init__(self, failover: FailoverTransport, threads: int = THREADS) -> None:
         self.failover = failover
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="envhub-failover")
-
-    @classmethod
-    def over(
-        cls,
-        targets: Sequence[str],
-        snapshot_every: int = SNAPSHOT_EVERY,
-        settings: Settings | None = None,
-        refresh_s: float = REFRESH_S,
-        concurrency: int = recovery.CONCURRENCY,
-    ) -> AsyncFailoverTransport:
-        """`FailoverTransport.over(...)`, for the asyncio client."""
-        return cls(FailoverTransport.over(targets, snapshot_every, settings, refresh_s, concurrency))
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` on one of this transport's threads."""

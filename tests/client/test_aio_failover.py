@@ -14,6 +14,7 @@ import pytest
 from envhub.bench.procs import ServerProcess
 from envhub.client import AsyncEnvhubClient
 from envhub.client.aio_failover import AsyncFailoverTransport, FailoverStreamTransport
+from envhub.client.failover import FailoverTransport
 from envhub.testing import REFERENCE, wait_until_draining
 
 KEY = "asyncio-failover-test-key-shared-by-every-replica"
@@ -40,7 +41,8 @@ def test_steps_on_session_streams_survive_a_replica_that_fails(failure: str) -> 
     with replicas(*extra) as servers:
 
         async def scenario() -> None:
-            transport = AsyncFailoverTransport.over([server.target for server in servers], snapshot_every=2)
+            failover = FailoverTransport.over([server.target for server in servers], snapshot_every=2)
+            transport = AsyncFailoverTransport(failover)
             async with AsyncEnvhubClient(transport) as client, client.stream() as stream:
                 assert isinstance(stream.transport, FailoverStreamTransport)
                 sessions = [(await stream.create_session("toy", f"train-count/{i % 4}")).session_id for i in range(8)]
