@@ -19,38 +19,31 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 ## Framework adapters whose pins cannot live in .venv (docs/integrations.md): each gets a venv of its own
-## with envhub, that framework from its extra and pytest; its adapter tests run there against a server
-## started on .venv's Python (the one with the environments installed).
+## (.venv-<name>: envhub with that framework's extra, pytest; FIRST_<name> installed before it), and its
+## adapter tests run there against a server started on .venv's Python (the one with the environments).
+ADAPTERS := verifiers verl
 # verifiers 0.4.0 pins mcp==2.0.0 and openai<3; openenv-core 0.3.0 (in .venv) needs mcp>=2.3.
-VENV_VERIFIERS ?= .venv-verifiers
-ADAPTER_TESTS_verifiers := tests/integrations/test_verifiers_adapter.py
-STAMP_VERIFIERS := $(VENV_VERIFIERS)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+TESTS_verifiers := tests/integrations/test_verifiers_adapter.py
+# verl 0.9.1 pins transformers<5.11, below [trainer]'s >=5.16.1; torch from the local CPU build first, as in .venv.
+TESTS_verl := tests/integrations/test_verl_adapter.py
+FIRST_verl := torch==2.13.0
 
-$(STAMP_VERIFIERS): pyproject.toml
-	test -x $(VENV_VERIFIERS)/bin/python || $(PY) -m venv $(VENV_VERIFIERS)
-	$(VENV_VERIFIERS)/bin/pip install -q --upgrade pip
-	$(VENV_VERIFIERS)/bin/pip install -q -e '.[verifiers]' pytest pytest-timeout
-	touch $(STAMP_VERIFIERS)
+define adapter_venv
+VENV_$(1) ?= .venv-$(1)
+STAMP_$(1) := $$(VENV_$(1))/.installed-$$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+$$(STAMP_$(1)): pyproject.toml
+	test -x $$(VENV_$(1))/bin/python || $$(PY) -m venv $$(VENV_$(1))
+	$$(VENV_$(1))/bin/pip install -q --upgrade pip
+	$$(if $$(FIRST_$(1)),$$(VENV_$(1))/bin/pip install -q $$(FIRST_$(1)))
+	$$(VENV_$(1))/bin/pip install -q -e '.[$(1)]' pytest pytest-timeout
+	touch $$(STAMP_$(1))
+venv-$(1): $$(STAMP_$(1))
+endef
+$(foreach adapter,$(ADAPTERS),$(eval $(call adapter_venv,$(adapter))))
 
-venv-verifiers: $(STAMP_VERIFIERS)
-
-# verl 0.9.1 pins transformers<5.11, below [trainer]'s >=5.16.1: torch from the local CPU build first, as in .venv.
-VENV_VERL ?= .venv-verl
-ADAPTER_TESTS_verl := tests/integrations/test_verl_adapter.py
-STAMP_VERL := $(VENV_VERL)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
-
-$(STAMP_VERL): pyproject.toml
-	test -x $(VENV_VERL)/bin/python || $(PY) -m venv $(VENV_VERL)
-	$(VENV_VERL)/bin/pip install -q --upgrade pip
-	$(VENV_VERL)/bin/pip install -q torch==2.13.0
-	$(VENV_VERL)/bin/pip install -q -e '.[verl]' pytest pytest-timeout
-	touch $(STAMP_VERL)
-
-venv-verl: $(STAMP_VERL)
-
-test-adapters: setup venv-verifiers venv-verl
-	ENVHUB_SERVER_PYTHON=$(abspath $(BIN)/python) $(VENV_VERIFIERS)/bin/python -m pytest -q $(ADAPTER_TESTS_verifiers)
-	ENVHUB_SERVER_PYTHON=$(abspath $(BIN)/python) $(VENV_VERL)/bin/python -m pytest -q $(ADAPTER_TESTS_verl)
+test-adapters: setup $(ADAPTERS:%=venv-%)
+	$(foreach adapter,$(ADAPTERS),ENVHUB_SERVER_PYTHON=$(abspath $(BIN)/python) \
+	  $(VENV_$(adapter))/bin/python -m pytest -q $(TESTS_$(adapter)) &&) true
 
 ## The main job: local servers, shipped task sets, a tiny CPU model.
 quickstart: setup
