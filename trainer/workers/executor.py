@@ -1,12 +1,14 @@
 """Executors: where the workers live. The worker group (the single controller, as in verl) holds
 worker handles and calls their methods through an executor; the roles themselves are plain classes.
 
-    executor.reserve(bundles)                -> reserve GPU bundles (a Ray placement group; no-op locally)
-    executor.spawn(cls, *args, slot=slot)    -> handle (the object itself, or a Ray actor in its slot)
-    executor.submit(handle, "method", *args) -> pending result; may be passed on as another call's argument
-    executor.gather(pendings)                -> results, in order
-    executor.call(handle, "method", *args)   -> one result (submit + gather)
+    executor.reserve(bundles)                          -> reserve GPU bundles (a Ray placement group; no-op locally)
+    executor.spawn(slot, Cls, *args)                   -> Handle[Cls] (the object itself, or a Ray actor in its slot)
+    executor.submit(handle, Cls.method, *args)         -> Pending[result]; `.as_argument()` passes it to other calls
+    executor.gather(pendings)                          -> results, in order
+    executor.call(handle, Cls.method, *args)           -> one result (submit + gather)
 
+Methods are passed by reference (`RolloutWorker.run`), so the type checker sees each call's arguments
+and result across the process boundary; a method of another class is refused (`TypeError`).
 `LocalExecutor` runs everything in this process, one call at a time (tests, a single GPU box);
 `RayExecutor` makes each worker a Ray actor, so calls submitted together run in parallel and a
 pending result handed to other calls travels once through the object store (the learner's weights
@@ -17,8 +19,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast
 
 from trainer.config import TrainerConfig
 from trainer.workers.placement import Slot
@@ -28,31 +31,70 @@ LOCAL_RAY_START_ATTEMPTS = 3
 (a shared CI box, two jobs on 2 cores) misses it; a second start then finds the machine less busy."""
 _log = logging.getLogger(__name__)
 
+W = TypeVar("W")
+R = TypeVar("R")
+P = ParamSpec("P")
+
+
+@dataclass(frozen=True, eq=False)
+class Handle(Generic[W]):
+    """A worker of class `cls` placed by an executor."""
+
+    cls: Callable[..., W]
+    """The worker's class (what `spawn` built)."""
+    ref: Any
+    """The worker itself (`LocalExecutor`) or its Ray actor handle (`RayExecutor`)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Pending(Generic[R]):
+    """A submitted call's result, not yet waited for."""
+
+    ref: Any
+    """The value itself (`LocalExecutor`) or its Ray object reference (`RayExecutor`)."""
+
+    def as_argument(self) -> R:
+        """This result as an argument of later calls: under Ray the object reference, which Ray resolves
+        where each call runs (one object-store copy for them all); locally the value. Only for arguments of
+        `submit`/`call`: read a result with `gather`."""
+        return cast(R, self.ref)
+
+
+def method_name(cls: Callable[..., Any], method: Callable[..., Any]) -> str:
+    """The name under which `method` is a method of `cls`; TypeError when it is not one of its methods."""
+    name = getattr(method, "__name__", "")
+    if not name or getattr(cls, name, None) is not method:
+        owner = getattr(cls, "__name__", repr(cls))
+        raise TypeError(f"{getattr(method, '__qualname__', method)!r} is not a method of {owner}")
+    return name
+
 
 class Executor(Protocol):
     """Creates workers and runs their methods."""
 
     def reserve(self, bundles: Sequence[dict[str, float]]) -> None:
-        """Reserve resource bundles that later `spawn(..., slot=...)` calls place workers into."""
+        """Reserve resource bundles that later `spawn(slot, ...)` calls place workers into."""
         ...
 
-    def spawn(self, cls: type, *args: Any, slot: Slot | None = None) -> Any:
-        """A new worker `cls(*args)` in `slot` (its bundle and GPU share); returns its handle."""
+    def spawn(self, slot: Slot | None, cls: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> Handle[W]:
+        """A new worker `cls(*args, **kwargs)` in `slot` (its bundle and GPU share; None: no GPU)."""
         ...
 
-    def submit(self, worker: Any, method: str, *args: Any) -> Any:
-        """Start `worker.method(*args)`; returns a pending result."""
+    def submit(
+        self, worker: Handle[W], method: Callable[Concatenate[W, P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> Pending[R]:
+        """Start `method` on `worker`; returns its pending result."""
         ...
 
-    def gather(self, pending: Sequence[Any]) -> list[Any]:
+    def gather(self, pending: Sequence[Pending[R]]) -> list[R]:
         """Wait for pending results; their values in order."""
         ...
 
-    def call(self, worker: Any, method: str, *args: Any) -> Any:
-        """`worker.method(*args)`, waited for."""
+    def call(self, worker: Handle[W], method: Callable[Concatenate[W, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`method` on `worker`, waited for."""
         ...
 
-    def kill(self, workers: Sequence[Any]) -> None:
+    def kill(self, workers: Sequence[Handle[Any]]) -> None:
         """Release workers (after their own `close`)."""
         ...
 
@@ -64,20 +106,23 @@ class LocalExecutor:
         if bundles:
             raise ValueError("GPU placement needs Ray: set ray.enabled to true")
 
-    def spawn(self, cls: type, *args: Any, slot: Slot | None = None) -> Any:
+    def spawn(self, slot: Slot | None, cls: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> Handle[W]:
         del slot
-        return cls(*args)
+        return Handle(cls, cls(*args, **kwargs))
 
-    def submit(self, worker: Any, method: str, *args: Any) -> Any:
-        return getattr(worker, method)(*args)
+    def submit(
+        self, worker: Handle[W], method: Callable[Concatenate[W, P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> Pending[R]:
+        return Pending(self.call(worker, method, *args, **kwargs))
 
-    def gather(self, pending: Sequence[Any]) -> list[Any]:
-        return list(pending)
+    def gather(self, pending: Sequence[Pending[R]]) -> list[R]:
+        return [p.ref for p in pending]
 
-    def call(self, worker: Any, method: str, *args: Any) -> Any:
-        return getattr(worker, method)(*args)
+    def call(self, worker: Handle[W], method: Callable[Concatenate[W, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
+        method_name(worker.cls, method)
+        return method(worker.ref, *args, **kwargs)
 
-    def kill(self, workers: Sequence[Any]) -> None:
+    def kill(self, workers: Sequence[Handle[Any]]) -> None:
         del workers
 
 
@@ -109,7 +154,7 @@ class RayExecutor:
             )
         self._group = group
 
-    def spawn(self, cls: type, *args: Any, slot: Slot | None = None) -> Any:
+    def spawn(self, slot: Slot | None, cls: Callable[P, W], *args: P.args, **kwargs: P.kwargs) -> Handle[W]:
         options: dict[str, Any] = {"num_cpus": 0}
         if slot is not None and slot.bundle is not None:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -120,20 +165,23 @@ class RayExecutor:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=self._group, placement_group_bundle_index=slot.bundle
             )
-        return self._ray.remote(**options)(cls).remote(*args)
+        return Handle(cls, self._ray.remote(**options)(cls).remote(*args, **kwargs))
 
-    def submit(self, worker: Any, method: str, *args: Any) -> Any:
-        return getattr(worker, method).remote(*args)
+    def submit(
+        self, worker: Handle[W], method: Callable[Concatenate[W, P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> Pending[R]:
+        return Pending(getattr(worker.ref, method_name(worker.cls, method)).remote(*args, **kwargs))
 
-    def gather(self, pending: Sequence[Any]) -> list[Any]:
-        return list(self._ray.get(list(pending)))
+    def gather(self, pending: Sequence[Pending[R]]) -> list[R]:
+        return list(self._ray.get([p.ref for p in pending]))
 
-    def call(self, worker: Any, method: str, *args: Any) -> Any:
-        return self._ray.get(self.submit(worker, method, *args))
+    def call(self, worker: Handle[W], method: Callable[Concatenate[W, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = self._ray.get(self.submit(worker, method, *args, **kwargs).ref)
+        return result
 
-    def kill(self, workers: Sequence[Any]) -> None:
+    def kill(self, workers: Sequence[Handle[Any]]) -> None:
         for worker in workers:
-            self._ray.kill(worker)
+            self._ray.kill(worker.ref)
         if self._group is not None:
             self._ray.util.remove_placement_group(self._group)
             self._group = None

@@ -8,22 +8,34 @@ Where the workers run (this process, Ray actors) is the executor's business only
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+import torch
 
 from trainer.config import TrainerConfig
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.registry import get_objective
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
-from trainer.workers.executor import Executor, make_executor
+from trainer.workers.executor import Executor, Handle, Pending, make_executor
 from trainer.workers.factory import bucket_bytes, sleeps
 from trainer.workers.learner import LearnerWorker, Rendezvous, rendezvous_address
-from trainer.workers.placement import plan_placement
+from trainer.workers.placement import Slot, plan_placement
 from trainer.workers.rollout import RolloutWorker
 from trainer.workers.teacher import TeacherWorker
 from trainer.workers.weight_sync import WeightSync
 
 T = TypeVar("T")
+W = TypeVar("W")
+R = TypeVar("R")
+P = ParamSpec("P")
+
+
+class _HoldsEngine(Protocol):
+    def ready(self) -> bool: ...
+
+
+E = TypeVar("E", bound=_HoldsEngine)
 
 
 class WorkerGroup:
@@ -47,12 +59,14 @@ class WorkerGroup:
         plan = plan_placement(config.placement, len(rollout_targets), needs_teacher)
         self.executor.reserve(plan.bundles)
         spawn = self._spawn_engine
-        self.rollout_workers: list[Any] = [
-            spawn(RolloutWorker, config, t, slot=slot) for t, slot in zip(rollout_targets, plan.rollout, strict=True)
+        self.rollout_workers: list[Handle[RolloutWorker]] = [
+            spawn(slot, RolloutWorker, config, t) for t, slot in zip(rollout_targets, plan.rollout, strict=True)
         ]
-        self.teacher: Any = spawn(TeacherWorker, config, slot=plan.teacher) if needs_teacher else None
-        self.learners: list[Any] = self._spawn_learners(plan.learner, resume_from)
-        self.learner: Any = self.learners[0]
+        self.teacher: Handle[TeacherWorker] | None = (
+            spawn(plan.teacher, TeacherWorker, config) if needs_teacher else None
+        )
+        self.learners: list[Handle[LearnerWorker]] = self._spawn_learners(plan.learner, resume_from)
+        self.learner = self.learners[0]
         self.sleep_level = config.placement.sleep_level if sleeps(config) else 0
         """Colocated engines sleep at this level during each learner update (0: never)."""
         self.weight_sync = WeightSync(
@@ -67,32 +81,32 @@ class WorkerGroup:
         if resume_from:
             self.sync_weights()
 
-    def _spawn_engine(self, cls: type, *args: Any, slot: Any) -> Any:
+    def _spawn_engine(self, slot: Slot | None, cls: type[E], *args: Any) -> Handle[E]:
         """A worker holding a generation engine. vLLM engines start one at a time, before the learners:
         each measures the GPU's free memory while it starts and fails if another process allocates or
         frees meanwhile (GPU-FACTS section 7)."""
-        worker = self.executor.spawn(cls, *args, slot=slot)
+        worker = self.executor.spawn(slot, cls, *args)
         if self.config.backend.kind == "vllm":
-            self.executor.call(worker, "ready")
+            self.executor.call(worker, cls.ready)
         return worker
 
-    def _spawn_learners(self, slots: Sequence[Any], resume_from: str | None) -> list[Any]:
+    def _spawn_learners(self, slots: Sequence[Slot | None], resume_from: str | None) -> list[Handle[LearnerWorker]]:
         """One learner per slot; more than one form a process group (FSDP2) met at rank 0's node."""
         if len(slots) == 1:
-            return [self.executor.spawn(LearnerWorker, self.config, resume_from, slot=slots[0])]
-        probe = self.executor.spawn(_AddressProbe, slot=slots[0])
-        address, port = self.executor.call(probe, "address")
+            return [self.executor.spawn(slots[0], LearnerWorker, self.config, resume_from)]
+        probe = self.executor.spawn(slots[0], _AddressProbe)
+        address, port = self.executor.call(probe, _AddressProbe.address)
         self.executor.kill([probe])
         return [
             self.executor.spawn(
-                LearnerWorker, self.config, resume_from, Rendezvous(rank, len(slots), address, port), slot=slot
+                slot, LearnerWorker, self.config, resume_from, Rendezvous(rank, len(slots), address, port)
             )
             for rank, slot in enumerate(slots)
         ]
 
-    def _on_learners(self, method: str, *args: Any) -> Any:
+    def _on_learners(self, method: Callable[Concatenate[LearnerWorker, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
         """`method` on every learner rank (they run collectives together); rank 0's result."""
-        return self.executor.gather([self.executor.submit(r, method, *args) for r in self.learners])[0]
+        return self.executor.gather([self.executor.submit(r, method, *args, **kwargs) for r in self.learners])[0]
 
     def rollout(
         self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
@@ -100,7 +114,7 @@ class WorkerGroup:
         """Play `tasks` split over the rollout workers (in parallel under Ray); groups renumbered batch-unique."""
         chunks = split_tasks(tasks, len(self.rollout_workers))
         pending = [
-            self.executor.submit(worker, "run", chunk, sampling, group_size)
+            self.executor.submit(worker, RolloutWorker.run, chunk, sampling, group_size)
             for worker, chunk in zip(self.rollout_workers, chunks, strict=True)
             if chunk
         ]
@@ -113,7 +127,7 @@ class WorkerGroup:
         branches the mains it played, since its server signed their snapshots; groups are kept."""
         chunks = split_tasks(mains, len(self.rollout_workers))
         pending = [
-            self.executor.submit(worker, "branch", chunk, sampling, select_seed + i)
+            self.executor.submit(worker, RolloutWorker.branch, chunk, sampling, select_seed + i)
             for i, (worker, chunk) in enumerate(zip(self.rollout_workers, chunks, strict=True))
             if chunk
         ]
@@ -123,56 +137,55 @@ class WorkerGroup:
         """Teacher log-probs on every student turn, and the tokens scored."""
         if self.teacher is None:
             raise ValueError("no teacher configured (models.teacher) but the objective asked for teacher scores")
-        result: tuple[list[Trajectory], int] = self.executor.call(self.teacher, "score", trajectories)
-        return result
+        return self.executor.call(self.teacher, TeacherWorker.score, trajectories)
 
     def learn(self, batch: TokenBatch, *, sleep: bool = True) -> dict[str, float]:
         """One learner update; its metrics. Colocated engines sleep through it (`sync_weights` wakes them)
         unless `sleep` is False (asynchronous producers keep generating during updates)."""
         if sleep and self.sleep_level:
-            self._on_engines("sleep", self.sleep_level)
+            self._on_engines(RolloutWorker.sleep, self.sleep_level)
             if self.teacher is not None:
-                self.executor.call(self.teacher, "sleep")
-        metrics: dict[str, float] = self._on_learners("step", batch)
-        return metrics
+                self.executor.call(self.teacher, TeacherWorker.sleep)
+        return self._on_learners(LearnerWorker.step, batch)
 
     def sync_weights(self) -> None:
         """Push the learner's weights to every rollout worker (`backend.weight_sync`, weight_sync.py).
         Sleeping engines wake in verl's order: weights, the push, then the KV cache (and the teacher); before
         the KV cache, the learners hand their freed export copies and cached activations back to the GPU."""
         if self.sleep_level:
-            self._on_engines("wake_up", ["weights"])
+            self._on_engines(RolloutWorker.wake_up, ["weights"])
         self.weight_sync.push()
         if self.sleep_level:
-            self._on_learners("release_memory")
-            self._on_engines("wake_up", ["kv_cache"])
+            self._on_learners(LearnerWorker.release_memory)
+            self._on_engines(RolloutWorker.wake_up, ["kv_cache"])
             if self.teacher is not None:
-                self.executor.call(self.teacher, "wake_up")
+                self.executor.call(self.teacher, TeacherWorker.wake_up)
 
-    def publish_weights(self) -> Any:
+    def publish_weights(self) -> Pending[dict[str, torch.Tensor]]:
         """The learner's full weights as a pending result, for rollout workers to load when they are
         ready (asynchronous producers); `backend.weight_sync` is for `sync_weights` only."""
         return self.weight_sync.full_state()
 
-    def _on_engines(self, method: str, *args: Any) -> None:
-        self.executor.gather([self.executor.submit(w, method, *args) for w in self.rollout_workers])
+    def _on_engines(
+        self, method: Callable[Concatenate[RolloutWorker, P], None], *args: P.args, **kwargs: P.kwargs
+    ) -> None:
+        self.executor.gather([self.executor.submit(w, method, *args, **kwargs) for w in self.rollout_workers])
 
     def global_step(self) -> int:
         """The learner's update count."""
-        return int(self.executor.call(self.learner, "global_step"))
+        return self.executor.call(self.learner, LearnerWorker.global_step)
 
     def save(self, folder: str) -> str:
         """Checkpoint the learner into `folder`."""
-        return str(self._on_learners("save", folder))
+        return self._on_learners(LearnerWorker.save, folder)
 
     def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]:
         """Task ids of a split, asked of the first rollout worker's server."""
-        ids: list[str] = self.executor.call(self.rollout_workers[0], "task_ids", split, families)
-        return ids
+        return self.executor.call(self.rollout_workers[0], RolloutWorker.task_ids, split, families)
 
     def close(self) -> None:
         """Close the rollout workers, then release every worker."""
-        self.executor.gather([self.executor.submit(w, "close") for w in self.rollout_workers])
+        self.executor.gather([self.executor.submit(w, RolloutWorker.close) for w in self.rollout_workers])
         self.executor.kill([*self.rollout_workers, *self.learners, *([self.teacher] if self.teacher else [])])
 
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import torch
 
-from trainer.backends.vllm import VLLMBackend
 from trainer.branching.rules import annotate_constraints, make_rules
 from trainer.config import TrainerConfig
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
 from trainer.rollout.strategies import RolloutParts, make_strategy
+from trainer.workers.executor import method_name
 from trainer.workers.factory import make_env_port, make_generation_backend, make_renderer, rollout_settings
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class RolloutWorker:
@@ -59,26 +62,11 @@ class RolloutWorker:
         """Load the learner's newest weights into the generation backend."""
         self.backend.update_weights(weights)
 
-    def init_weight_transfer(self, init_info: dict[str, Any]) -> None:
-        """vLLM weight-transfer API (ipc/nccl sync): set up the engine's side once."""
-        self._engine().init_weight_transfer(init_info)
-
-    def start_weight_update(self) -> None:
-        """vLLM weight-transfer API: open an update."""
-        self._engine().start_weight_update()
-
-    def receive_weights(self, update_info: dict[str, Any]) -> None:
-        """vLLM weight-transfer API: load one chunk."""
-        self._engine().receive_weights(update_info)
-
-    def finish_weight_update(self) -> None:
-        """vLLM weight-transfer API: close the update."""
-        self._engine().finish_weight_update()
-
-    def _engine(self) -> VLLMBackend:
-        if not isinstance(self.backend, VLLMBackend):
-            raise TypeError("the weight-transfer API needs backend.kind vllm")
-        return self.backend
+    def on_engine(self, method: Callable[Concatenate[Any, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`method` of this worker's generation backend, run where the backend lives: an engine's own API
+        (vLLM's weight transfer, which `WeightSync` drives); TypeError when the backend has no such method."""
+        method_name(type(self.backend), method)
+        return method(self.backend, *args, **kwargs)
 
     def sleep(self, level: int) -> None:
         """Free the engine's GPU memory while the learner updates (colocated mode)."""

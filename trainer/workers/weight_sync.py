@@ -15,11 +15,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Concatenate, ParamSpec, TypeVar
 
+import torch
+
+from trainer.backends.vllm import VLLMBackend
 from trainer.backends.weight_transfer import merge_ipc_infos
-from trainer.workers.executor import Executor
+from trainer.workers.executor import Executor, Handle, Pending
+from trainer.workers.learner import LearnerWorker
+from trainer.workers.rollout import RolloutWorker
+
+W = TypeVar("W")
+R = TypeVar("R")
+P = ParamSpec("P")
 
 
 class WeightSync:
@@ -29,8 +38,8 @@ class WeightSync:
         self,
         mode: str,
         executor: Executor,
-        learners: Sequence[Any],
-        engines: Sequence[Any],
+        learners: Sequence[Handle[LearnerWorker]],
+        engines: Sequence[Handle[RolloutWorker]],
         *,
         bucket_bytes: int,
         engine_world_size: int = 1,
@@ -44,17 +53,32 @@ class WeightSync:
         """Workers per engine (its tensor-parallel size): its ranks in the NCCL group."""
         self._connected = False
 
-    def _on_all(self, handles: Sequence[Any], method: str, *args: Any) -> list[Any]:
-        return self.executor.gather([self.executor.submit(h, method, *args) for h in handles])
+    def _on_all(
+        self, handles: Sequence[Handle[W]], method: Callable[Concatenate[W, P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> list[R]:
+        return self.executor.gather([self.executor.submit(h, method, *args, **kwargs) for h in handles])
+
+    def _on_engines(self, method: Callable[Concatenate[VLLMBackend, P], R], *args: P.args, **kwargs: P.kwargs) -> None:
+        """`method` of every rollout worker's vLLM engine (its weight-transfer API)."""
+        self._on_all(self.engines, RolloutWorker.on_engine, method, *args, **kwargs)
+
+    def _engine_call(
+        self,
+        engine: Handle[RolloutWorker],
+        method: Callable[Concatenate[VLLMBackend, P], R],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Pending[R]:
+        return self.executor.submit(engine, RolloutWorker.on_engine, method, *args, **kwargs)
 
     def connect(self) -> None:
         """Initialise the engines' weight-transfer engines (and the NCCL group) once."""
         if self._connected or self.mode not in ("ipc", "nccl"):
             return
         if self.mode == "ipc":
-            self._on_all(self.engines, "init_weight_transfer", {"packed": False})
+            self._on_engines(VLLMBackend.init_weight_transfer, {"packed": False})
         else:
-            address, port = self.executor.call(self.learners[0], "transfer_address")
+            address, port = self.executor.call(self.learners[0], LearnerWorker.transfer_address)
             world = 1 + len(self.engines) * self.engine_world_size
             infos = [
                 {
@@ -66,39 +90,43 @@ class WeightSync:
                 for i in range(len(self.engines))
             ]
             engines = zip(self.engines, infos, strict=True)
-            pending = [self.executor.submit(e, "init_weight_transfer", info) for e, info in engines]
-            pending += [self.executor.submit(r, "connect_transfer", address, port, world) for r in self.learners]
+            pending: list[Pending[None]] = [
+                self._engine_call(e, VLLMBackend.init_weight_transfer, info) for e, info in engines
+            ]
+            pending += [
+                self.executor.submit(r, LearnerWorker.connect_transfer, address, port, world) for r in self.learners
+            ]
             self.executor.gather(pending)
         self._connected = True
 
     def push(self) -> None:
         """One sync of the learner's current weights into every engine."""
         if self.mode == "state_dict":
-            self._on_all(self.engines, "update_weights", self.full_state())
+            self._on_all(self.engines, RolloutWorker.update_weights, self.full_state().as_argument())
         elif self.mode == "inproc":
-            weights = self.executor.call(self.learners[0], "live_weights")
-            self._on_all(self.engines, "update_weights", weights)
+            weights = self.executor.call(self.learners[0], LearnerWorker.live_weights)
+            self._on_all(self.engines, RolloutWorker.update_weights, weights)
         else:
             self._push_chunks()
 
-    def full_state(self) -> Any:
+    def full_state(self) -> Pending[dict[str, torch.Tensor]]:
         """A CPU copy of the full weights as a pending result (rank 0 holds it; the other ranks join the
         gather): under Ray, one object-store copy for every engine that loads it."""
-        pending = [self.executor.submit(r, "weights") for r in self.learners]
+        pending = [self.executor.submit(r, LearnerWorker.weights) for r in self.learners]
         self.executor.gather(pending[1:])
         return pending[0]
 
     def _push_chunks(self) -> None:
         self.connect()
-        infos: list[dict[str, Any]] = self._on_all(self.learners, "export_begin", self.bucket_bytes)[0]
-        self._on_all(self.engines, "start_weight_update")
+        infos = self._on_all(self.learners, LearnerWorker.export_begin, self.bucket_bytes)[0]
+        self._on_engines(VLLMBackend.start_weight_update)
         for chunk, info in enumerate(infos):
             if self.mode == "ipc":
-                merged = merge_ipc_infos(self._on_all(self.learners, "export_ipc", chunk))
-                self._on_all(self.engines, "receive_weights", merged)
+                merged = merge_ipc_infos(self._on_all(self.learners, LearnerWorker.export_ipc, chunk))
+                self._on_engines(VLLMBackend.receive_weights, merged)
             else:  # nccl: the engines receive while the learner broadcasts
-                pending = [self.executor.submit(e, "receive_weights", info) for e in self.engines]
-                pending += [self.executor.submit(r, "export_broadcast", chunk) for r in self.learners]
+                pending = [self._engine_call(e, VLLMBackend.receive_weights, info) for e in self.engines]
+                pending += [self.executor.submit(r, LearnerWorker.export_broadcast, chunk) for r in self.learners]
                 self.executor.gather(pending)
-        self._on_all(self.engines, "finish_weight_update")
-        self._on_all(self.learners, "export_end")
+        self._on_engines(VLLMBackend.finish_weight_update)
+        self._on_all(self.learners, LearnerWorker.export_end)

@@ -81,8 +81,10 @@ def test_ray_actors_get_their_own_devices(logical_gpus: None, mode: str) -> None
     executor = RayExecutor(config)
     executor.reserve(plan.bundles)
     slots = [*plan.learner, *plan.rollout, plan.teacher]
-    actors = [executor.spawn(DeviceProbe, slot=slot) for slot in slots]
-    seen = executor.gather([executor.submit(a, "devices") for a in actors])
+    actors = [executor.spawn(slot, DeviceProbe) for slot in slots]
+    seen = executor.gather([executor.submit(a, DeviceProbe.devices) for a in actors])
+    with pytest.raises(TypeError, match="is not a method of DeviceProbe"):
+        executor.submit(actors[0], plan_placement)  # type: ignore[arg-type]
     executor.kill(actors)
     for ids, visible in seen:
         assert len(ids) == 1 and visible == ids[0]

@@ -131,17 +131,18 @@ def _as_own_process() -> None:
 
 
 class _RecordingExecutor(LocalExecutor):
-    """The local executor, recording (worker class, method, args) of every call in order."""
+    """The local executor, recording (worker class, method, args) of every call in order (a call of a rollout
+    worker's engine API, `RolloutWorker.on_engine(VLLMBackend.x, ...)`, is recorded as the engine method's)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, tuple[Any, ...]]] = []
 
-    def submit(self, worker: Any, method: str, *args: Any) -> Any:
-        self.calls.append((type(worker).__name__, method, args))
-        return super().submit(worker, method, *args)
-
-    def call(self, worker: Any, method: str, *args: Any) -> Any:
-        return self.submit(worker, method, *args)
+    def call(self, worker: Any, method: Any, *args: Any, **kwargs: Any) -> Any:
+        if method is RolloutWorker.on_engine:
+            self.calls.append((worker.cls.__name__, args[0].__name__, args[1:]))
+        else:
+            self.calls.append((worker.cls.__name__, method.__name__, args))
+        return super().call(worker, method, *args, **kwargs)
 
 
 def _config(alfworld_config: Callable[..., TrainerConfig], server: str, **sections: object) -> TrainerConfig:
@@ -231,7 +232,7 @@ def test_ipc_sync_follows_vllm_weight_transfer_order_and_wakes_colocated_engines
     executor = _RecordingExecutor()
     group = WorkerGroup(config, [alfworld_server], executor=executor)
     try:
-        llm = group.rollout_workers[0].backend.llm
+        llm = group.rollout_workers[0].ref.backend.llm
         assert llm.kwargs["weight_transfer_config"] == {"backend": "ipc"} and llm.kwargs["enable_sleep_mode"]
         assert llm.calls == [("init_weight_transfer_engine", {"init_info": {"packed": False}})]
         llm.calls.clear()
@@ -274,7 +275,7 @@ def test_inproc_sync_hands_bf16_buckets_to_the_engine_in_this_process(
     assert config.weight_sync() == "inproc"  # what `make gpu-smoke` runs first (Ray off)
     group = WorkerGroup(config, [alfworld_server])
     try:
-        llm = group.rollout_workers[0].backend.llm
+        llm = group.rollout_workers[0].ref.backend.llm
         assert "weight_transfer_config" not in llm.kwargs and llm.calls == []
         group.sync_weights()
         names = [name for name, _ in llm.calls]
@@ -299,14 +300,15 @@ def test_nccl_sync_announces_each_chunk_that_the_learner_broadcasts(
     assert config.weight_sync() == "nccl"
     # In-process calls run one after the other (the fakes never block); under Ray the engines'
     # update_weights and the learner's broadcast run concurrently, as NCCL needs.
+    executor = LocalExecutor()
     engines = []
     for _ in range(2):
         _as_own_process()
-        engines.append(RolloutWorker(config, alfworld_server))
-    learner = LearnerWorker(config)
-    sync = WeightSync("nccl", LocalExecutor(), [learner], engines, bucket_bytes=50_000, engine_world_size=2)
+        engines.append(executor.spawn(None, RolloutWorker, config, alfworld_server))
+    learner = executor.spawn(None, LearnerWorker, config)
+    sync = WeightSync("nccl", executor, [learner], engines, bucket_bytes=50_000, engine_world_size=2)
     sync.connect()
-    inits = [engine.backend.llm.calls[0] for engine in engines]
+    inits = [engine.ref.backend.llm.calls[0] for engine in engines]
     assert [name for name, _ in inits] == ["init_weight_transfer_engine"] * 2
     # trainer = rank 0; engine i's TP workers at 1 + 2i, 1 + 2i + 1; 1 + 2 x 2 ranks in all
     assert [r["init_info"]["rank_offset"] for _, r in inits] == [1, 3]
@@ -316,7 +318,7 @@ def test_nccl_sync_announces_each_chunk_that_the_learner_broadcasts(
     sync.push()
     expected = _engine_weights(tiny_models.student)
     for engine in engines:
-        calls = engine.backend.llm.calls[1:]
+        calls = engine.ref.backend.llm.calls[1:]
         chunks = [info for name, info in calls if name == "update_weights"]
         assert len(chunks) > 1 and all("ipc_handles" not in chunk for chunk in chunks)
         assert [n for n, _ in calls] == [
@@ -369,8 +371,8 @@ def test_colocated_driver_step_sleeps_engines_through_the_update(
     config = _config(alfworld_config, alfworld_server, objective={"name": "atod"})
     group = WorkerGroup(config, [alfworld_server])
     try:
-        backend = group.rollout_workers[0].backend
-        teacher = group.teacher.backend
+        backend = group.rollout_workers[0].ref.backend
+        teacher = group.teacher.ref.backend
         tasks = [(group.task_ids("train", ["pick_and_place_simple"])[0], 1)]
         metrics = train_step(config, group, SyncGroups(config.prompt.context), tasks, step=0)
         assert metrics["rollout/trajectories"] == 2.0 and group.global_step() == 1
@@ -383,6 +385,6 @@ def test_colocated_driver_step_sleeps_engines_through_the_update(
     group = WorkerGroup(split, [alfworld_server])
     try:
         group.sync_weights()
-        assert list(group.rollout_workers[0].backend.memory_events) == ["load_weights"]
+        assert list(group.rollout_workers[0].ref.backend.memory_events) == ["load_weights"]
     finally:
         group.close()

@@ -24,12 +24,20 @@ class Accumulator:
 
 def test_local_executor_runs_calls_in_order_and_passes_pending_results_on() -> None:
     executor = LocalExecutor()
-    first, second = executor.spawn(Accumulator, 1), executor.spawn(Accumulator, 10)
-    pending = [executor.submit(first, "add", 2), executor.submit(second, "add", 3)]
+    first, second = executor.spawn(None, Accumulator, 1), executor.spawn(None, Accumulator, 10)
+    pending = [executor.submit(first, Accumulator.add, 2), executor.submit(second, Accumulator.add, 3)]
     assert executor.gather(pending) == [3, 13]
     # A pending result is a valid argument of another call (as a Ray object reference is).
-    assert executor.call(second, "add", executor.submit(first, "add", 1)) == 17
+    assert executor.call(second, Accumulator.add, executor.submit(first, Accumulator.add, 1).as_argument()) == 17
     executor.kill([first, second])
+
+
+def test_executors_refuse_a_method_of_another_class() -> None:
+    executor = LocalExecutor()
+    worker = executor.spawn(None, Accumulator, 1)
+    with pytest.raises(TypeError, match="'split_tasks' is not a method of Accumulator"):
+        executor.call(worker, split_tasks, 2)  # type: ignore[arg-type]
+    assert worker.ref.total == 1
 
 
 def test_split_tasks_is_contiguous_and_near_equal() -> None:
