@@ -28,9 +28,9 @@ from trainer.batching.buffer import ExperienceBuffer, TakenBatch
 from trainer.batching.divopd import SamplerSettings
 from trainer.batching.divopd_stats import PLOTTED as DIVOPD_PLOTTED
 from trainer.config import TrainerConfig
-from trainer.driver import TaskSampler, TrainResult, env_targets, training_tasks, trajectory_metrics
 from trainer.metrics import PLOTTED, MetricsLogger
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
+from trainer.runs import TaskSampler, TrainResult, env_targets, training_tasks, trajectory_metrics
 from trainer.workers import RolloutWorker, WorkerGroup, latest_checkpoint, merge_rollouts
 from trainer.workers.executor import Pending
 

@@ -140,8 +140,8 @@ def _run(args: argparse.Namespace) -> int:
             write_eval(evaluation, args.out)
         print(json.dumps(asdict(evaluation)))
         return 0
-    from trainer.driver import env_targets
     from trainer.quickstart import expert_episodes, make_models, sft_from_expert
+    from trainer.runs import env_targets
 
     with env_targets(config) as targets:
         episodes = expert_episodes(config, targets[0], args.tasks)

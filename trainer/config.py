@@ -136,9 +136,9 @@ class RolloutConfig(_Section):
 
     strategy: str = Field(
         "group",
-        description="Rollout strategy registered in `trainer.rollout.strategies` (built in: `group`, G forked "
-        "sessions per task in lock-step; `branch`, BranchOPD's main trajectory per task plus continuations "
-        "from its forks, set in the `branch` section).",
+        description="Rollout strategy registered in `trainer.rollout.strategies` (`group`: G forked sessions per "
+        "task in lock-step; the others are plugins that bring their driver step and config section: "
+        "`python -m trainer.config` lists them).",
     )
 
     group_size: int = Field(8, ge=1, description="G trajectories per task (GRPO/ATOD: 8; Multi-Rollout OPD: n).")
@@ -158,10 +158,9 @@ class RolloutConfig(_Section):
 
     @model_validator(mode="after")
     def _check_strategy(self) -> RolloutConfig:
-        from trainer.rollout.strategies import strategy_names
+        from trainer.rollout.strategies import get_strategy
 
-        if self.strategy not in strategy_names():
-            raise ValueError(f"unknown rollout strategy {self.strategy!r}; registered: {', '.join(strategy_names())}")
+        get_strategy(self.strategy)
         return self
 
 
@@ -388,7 +387,10 @@ class LoggingConfig(_Section):
 
 
 class TrainerConfig(_Section):
-    """A whole training run."""
+    """A whole training run. Besides the sections below it takes the section of every registered rollout
+    strategy that owns one (`Strategy.section`, listed by `python -m trainer.config`); other keys are refused."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     steps: int = Field(100, ge=0, description="Learner steps.")
     seed: int = Field(0, description="Seed of sampling, task order and model init.")
@@ -407,22 +409,15 @@ class TrainerConfig(_Section):
     divopd: DivopdConfig = Field(default_factory=DivopdConfig)  # type: ignore[arg-type]
     eval: EvalConfig = Field(default_factory=EvalConfig)  # type: ignore[arg-type]
     logging: LoggingConfig = Field(default_factory=LoggingConfig)  # type: ignore[arg-type]
-    branch: dict[str, Any] = Field(
-        default_factory=dict,
-        description="BranchOPD fork settings (trainer.branching.select.ForkConfig: num_forks, continuations, "
-        "alpha, window, eta, ...); paper defaults for the rest.",
-    )
     pbr: PbrSection = Field(default_factory=PbrSection)  # type: ignore[arg-type]
 
-    def fork_config(self) -> Any:
-        """The `branch` section as a `ForkConfig`."""
-        from trainer.branching.select import ForkConfig
-
-        return ForkConfig(**self.branch)
+    def section(self, name: str) -> dict[str, Any]:
+        """The strategy-owned section `name` as given in the config (empty when absent)."""
+        return dict((self.model_extra or {}).get(name) or {})
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:
-        self._check_branch()
+        self._check_strategy_sections()
         from trainer.objectives.registry import get_objective
 
         spec = get_objective(self.objective.name)
@@ -437,16 +432,6 @@ class TrainerConfig(_Section):
             raise ValueError("divopd trains on turn rows: set prompt.context to history")
         if self.divopd.enabled and not self.models.teacher:
             raise ValueError("divopd scores turns with the teacher: set models.teacher to a local folder")
-        if self.rollout.strategy == "recovery":
-            if not self.models.teacher:
-                raise ValueError("rollout.strategy recovery hands turns to the teacher: set models.teacher")
-            if self.prompt.context != "history":
-                raise ValueError("rollout.strategy recovery rewinds the prompt history: set prompt.context to history")
-            if self.divopd.recovery.rewind and not self.rollout.snapshots:
-                raise ValueError(
-                    "divopd.recovery.rewind restores turn snapshots: set rollout.snapshots to true "
-                    "(or divopd.recovery.rewind to false)"
-                )
         if self.placement.learner_gpus and not self.ray.enabled:
             raise ValueError("placement.learner_gpus reserves GPUs through Ray: set ray.enabled to true")
         self._check_gpu_path()
@@ -558,33 +543,25 @@ class TrainerConfig(_Section):
                 "(placement.learner_gpus, or placement.mode split)"
             )
 
-    def _check_branch(self) -> None:
-        import dataclasses
+    def _check_strategy_sections(self) -> None:
+        from trainer.rollout.strategies import get_strategy, sections
 
-        from trainer.branching.select import ForkConfig
-        from trainer.objectives.registry import get_objective
-
-        valid = [f.name for f in dataclasses.fields(ForkConfig)]
-        unknown = sorted(set(self.branch) - set(valid))
+        owned = sections()
+        given = dict(self.model_extra or {})
+        unknown = sorted(set(given) - set(owned))
         if unknown:
-            raise ValueError(f"unknown branch setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
-        try:
-            fork = self.fork_config()
-        except (TrainerError, TypeError) as exc:
-            raise ValueError(str(exc)) from exc
-        if self.rollout.strategy != "branch":
-            return
-        needs = {
-            "rollout.snapshots: true (forks restore the session at their turn)": self.rollout.snapshots,
-            f"rollout.top_logprobs: {fork.top_logprobs} (fork entropy)": self.rollout.top_logprobs >= fork.top_logprobs,
-            "rollout.group_size: 1 (one main trajectory per task)": self.rollout.group_size == 1,
-            "an objective with a teacher (fork disagreement), e.g. branchopd": get_objective(
-                self.objective.name
-            ).needs_teacher,
-        }
-        missing = [need for need, ok in needs.items() if not ok]
+            known = [*type(self).model_fields, *owned]
+            raise ValueError(f"unknown section(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        for name, strategy in owned.items():
+            if not isinstance(given.get(name, {}), Mapping):
+                raise ValueError(f"section {name} must be a mapping of settings")
+            try:
+                strategy.settings_of(self)
+            except (TrainerError, TypeError) as exc:
+                raise ValueError(str(exc)) from exc
+        missing = get_strategy(self.rollout.strategy).missing(self)
         if missing:
-            raise ValueError(f"rollout.strategy 'branch' needs {'; '.join(missing)}")
+            raise ValueError(f"rollout.strategy {self.rollout.strategy!r} needs {'; '.join(missing)}")
 
 
 def _apply_override(data: dict[str, Any], override: str) -> None:
@@ -644,7 +621,30 @@ def reference_markdown() -> str:
         for n, f in TrainerConfig.model_fields.items()
         if not (isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel))
     ]
-    return "\n".join(["### top level\n", "| field | default | description |\n|---|---|---|", *top, *out]) + "\n"
+    return (
+        "\n".join(
+            ["### top level\n", "| field | default | description |\n|---|---|---|", *top, *out, *_plugin_sections()]
+        )
+        + "\n"
+    )
+
+
+def _plugin_sections() -> list[str]:
+    """The reference of each rollout strategy's own section (its settings dataclass: field, default)."""
+    import dataclasses
+
+    from trainer.rollout.strategies import sections
+
+    out: list[str] = []
+    for name, strategy in sorted(sections().items()):
+        if strategy.settings is None:
+            continue
+        doc = (strategy.settings.__doc__ or "").strip()
+        out.append(f"\n### `{name}` (rollout strategy `{strategy.name}`): {doc}\n")
+        out.append("| field | default |\n|---|---|")
+        for f in dataclasses.fields(strategy.settings):
+            out.append(f"| `{f.name}` | `{f.default!r}` |")
+    return out
 
 
 if __name__ == "__main__":

@@ -1,99 +1,30 @@
 """The training driver: one plain loop over a `WorkerGroup` (in-process or Ray).
 
-for step:  tasks -> rollout (G per task) -> [teacher scores] -> SyncGroups batch -> learner
-           -> weights to rollout workers -> [held-out eval every `eval.every` steps, episodes/step_N.html]
-           -> metrics (JSONL, TensorBoard, progress bar) -> checkpoint
+for step:  tasks -> the strategy's step (plain: rollout, G per task -> [teacher scores]) -> SyncGroups batch
+           -> learner -> weights to rollout workers -> [held-out eval every `eval.every` steps,
+           episodes/step_N.html] -> metrics (JSONL, TensorBoard, progress bar) -> checkpoint
+
+With `divopd.enabled` the run is asynchronous instead (`trainer.async_driver`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import random
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
 
 from tqdm import tqdm
 
 from trainer.batching import SyncGroups
-from trainer.branching.step import branch_rollout
 from trainer.config import TrainerConfig
 from trainer.episodes_html import write_sample_episodes
-from trainer.metrics import MetricsLogger
+from trainer.metrics import PLOTTED, MetricsLogger
 from trainer.models.loading import load_tokenizer
 from trainer.objectives import diagnostics as names
 from trainer.objectives.registry import get_objective
 from trainer.rollout import SamplingSettings, Trajectory
-from trainer.rollout.local_server import LocalServer
+from trainer.rollout.strategies import get_strategy
+from trainer.runs import TaskSampler, TrainResult, env_targets, evaluation_tasks, training_tasks, trajectory_metrics
 from trainer.workers import WorkerGroup, latest_checkpoint
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What a run produced."""
-
-    output_dir: Path
-    final_step: int
-    checkpoint: str | None
-    last_metrics: dict[str, float]
-
-
-def trajectory_metrics(trajectories: Sequence[Trajectory], prefix: str = "rollout") -> dict[str, float]:
-    """Success rate, mean turns and dropped share of a set of trajectories."""
-    complete = [t for t in trajectories if not t.dropped]
-    n = max(len(complete), 1)
-    return {
-        f"{prefix}/success_rate": sum(t.won for t in complete) / n,
-        f"{prefix}/mean_turns": sum(t.num_turns for t in complete) / n,
-        f"{prefix}/trajectories": float(len(trajectories)),
-        f"{prefix}/dropped_ratio": (len(trajectories) - len(complete)) / max(len(trajectories), 1),
-    }
-
-
-class TaskSampler:
-    """Cycles through the training tasks in a seeded shuffled order; each draw gets its own env seed."""
-
-    def __init__(self, task_ids: Sequence[str], seed: int, start_draw: int = 0) -> None:
-        if not task_ids:
-            raise ValueError("no training tasks: check env.train_split / env.task_ids against the server's task list")
-        self.task_ids = list(task_ids)
-        self.rng = random.Random(seed)
-        self.draw = 0
-        self._order: list[str] = []
-        for _ in range(start_draw):
-            self._next()
-
-    def _next(self) -> tuple[str, int]:
-        if not self._order:
-            self._order = self.task_ids[:]
-            self.rng.shuffle(self._order)
-        self.draw += 1
-        return self._order.pop(), self.draw
-
-    def sample(self, count: int) -> list[tuple[str, int]]:
-        """`count` (task_id, seed) pairs."""
-        return [self._next() for _ in range(count)]
-
-
-class TaskSource(Protocol):
-    """Anything that lists a split's task ids (a worker group, the async driver's actors)."""
-
-    def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]: ...
-
-
-def training_tasks(config: TrainerConfig, workers: TaskSource) -> list[str]:
-    """Task ids to train on: the explicit list, else the train split (first `max_tasks`)."""
-    ids = list(config.env.task_ids) or workers.task_ids(config.env.train_split, config.env.families)
-    return ids[: config.env.max_tasks] if config.env.max_tasks else ids
-
-
-def evaluation_tasks(config: TrainerConfig, workers: TaskSource) -> list[str]:
-    """The held-out tasks of `eval.every`: the first `eval.num_tasks` of `env.eval_split`."""
-    ids = workers.task_ids(config.env.eval_split, config.env.families)[: config.eval.num_tasks]
-    if not ids:
-        raise ValueError(f"eval.every is set but split {config.env.eval_split!r} has no tasks; set env.eval_split")
-    return ids
 
 
 def periodic_eval(
@@ -113,33 +44,6 @@ def periodic_eval(
     metrics = trajectory_metrics(trajectories, "eval")
     metrics["eval/invalid_turn_ratio"] = stats.invalid_turns / max(stats.turns, 1)
     return metrics
-
-
-@contextlib.contextmanager
-def env_targets(config: TrainerConfig) -> Iterator[list[str]]:
-    """Server addresses; starts (and stops) a local server for each "local" entry, reachable from every
-    node that may run a rollout actor (`env.local_host`); other targets pass through unchanged."""
-    with contextlib.ExitStack() as stack:
-        bind, advertise = local_server_host(config)
-        targets = [
-            stack.enter_context(LocalServer(config.env.name, host=bind, advertise=advertise)).address
-            if target == "local"
-            else target
-            for target in config.env.targets
-        ]
-        yield targets
-
-
-def local_server_host(config: TrainerConfig) -> tuple[str, str]:
-    """(address "local" servers bind, host they are advertised at): loopback for a single machine; every
-    interface and this node's routable address on a Ray cluster (`ray.address`), or `env.local_host`."""
-    if config.env.local_host != "auto":
-        return "0.0.0.0", config.env.local_host
-    if config.ray.enabled and config.ray.address:
-        from ray.util import get_node_ip_address
-
-        return "0.0.0.0", get_node_ip_address()
-    return "localhost", "localhost"
 
 
 def train(config: TrainerConfig, *, progress: bool = True) -> TrainResult:
@@ -163,11 +67,29 @@ def train(config: TrainerConfig, *, progress: bool = True) -> TrainResult:
             workers.close()
 
 
+def plain_step(
+    config: TrainerConfig,
+    workers: WorkerGroup,
+    tasks: Sequence[tuple[str, int]],
+    sampling: SamplingSettings,
+    step: int,
+) -> tuple[list[Trajectory], dict[str, float]]:
+    """The rollouts of a strategy without its own driver step: G per task, then teacher scores when the
+    objective needs them."""
+    del step
+    trajectories, stats = workers.rollout(tasks, sampling)
+    metrics = {**stats.as_metrics(), **trajectory_metrics(trajectories)}
+    if get_objective(config.objective.name).needs_teacher:
+        trajectories, scored = workers.score(trajectories)
+        metrics["teacher/tokens_scored"] = float(scored)
+    return trajectories, metrics
+
+
 def train_step(
     config: TrainerConfig, workers: WorkerGroup, composer: SyncGroups, tasks: list[tuple[str, int]], step: int
 ) -> dict[str, float]:
-    """One step: rollout (or branch rollout), teacher scores, learner update (colocated engines asleep),
-    weights to the rollout workers (engines woken); the step's metrics."""
+    """One step: the rollout strategy's step (`plain_step` unless it brings its own), learner update
+    (colocated engines asleep), weights to the rollout workers (engines woken); the step's metrics."""
     sampling = SamplingSettings(
         max_new_tokens=config.rollout.max_new_tokens,
         temperature=config.rollout.temperature,
@@ -175,16 +97,8 @@ def train_step(
         top_logprobs=config.rollout.top_logprobs,
         seed=config.seed * 1_000_003 + step * 1009,
     )
-    if config.rollout.strategy == "branch":
-        mains, branches, metrics = branch_rollout(workers, tasks, sampling, config.seed * 7919 + step)
-        metrics.update(trajectory_metrics(mains))
-        trajectories = mains + branches
-    else:
-        trajectories, stats = workers.rollout(tasks, sampling)
-        metrics = {**stats.as_metrics(), **trajectory_metrics(trajectories)}
-        if get_objective(config.objective.name).needs_teacher:
-            trajectories, scored = workers.score(trajectories)
-            metrics["teacher/tokens_scored"] = float(scored)
+    strategy_step = get_strategy(config.rollout.strategy).step or plain_step
+    trajectories, metrics = strategy_step(config, workers, tasks, sampling, step)
     metrics.update(workers.learn(composer.compose(trajectories)))
     workers.sync_weights()
     return metrics
@@ -220,5 +134,5 @@ def _loop(
     finally:
         bar.close()
         logger.close()
-    logger.plot()
+    logger.plot((*PLOTTED, *get_strategy(config.rollout.strategy).plotted))
     return TrainResult(out, workers.global_step(), checkpoint, metrics)

@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer.config import TrainerConfig
-from trainer.driver import env_targets, trajectory_metrics
 from trainer.episodes_html import write_sample_episodes
 from trainer.rollout import SamplingSettings
+from trainer.runs import env_targets, trajectory_metrics
 from trainer.workers import RolloutWorker, TeacherWorker
 
 

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer.branching.diagnostics import BRANCH_DIAGNOSTICS
 from trainer.config import TrainerConfig
 from trainer.metric_sinks import Sink, open_sinks
 from trainer.objectives import diagnostics as names
@@ -33,9 +32,9 @@ CORE_PLOTTED: tuple[str, ...] = (
     names.REVERSE_KL,
 )
 """The panels every synchronous GRPO / OPD / ATOD run logs (tested end to end in the driver test)."""
-PLOTTED: tuple[str, ...] = (*CORE_PLOTTED, *BRANCH_DIAGNOSTICS, PBR_LOSS)
-"""The panels of `training.png`: the core ones plus BranchOPD's (logged by branch runs, tested there);
-a panel is drawn only for keys that have values."""
+PLOTTED: tuple[str, ...] = (*CORE_PLOTTED, PBR_LOSS)
+"""The panels of `training.png`: the core ones and the PBR term; a run adds its rollout strategy's
+(`Strategy.plotted`) and the asynchronous driver DivOPD's. A panel is drawn only for keys that have values."""
 
 
 class MetricsLogger:

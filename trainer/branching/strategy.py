@@ -1,7 +1,8 @@
 """The `branch` rollout strategy (BranchOPD): `run` plays one main trajectory per task, `branch` its forks.
 
-Between the two the driver has the teacher score the mains, because fork selection needs the
-teacher's log-probs (the disagreement score D_t); see `trainer.branching.step`.
+Between the two the driver step has the teacher score the mains, because fork selection needs the
+teacher's log-probs (the disagreement score D_t); see `trainer.branching.step`. Registered by
+`trainer.branching.plugin`.
 """
 
 from __future__ import annotations
@@ -10,17 +11,17 @@ import random
 from collections.abc import Sequence
 
 from trainer.branching.rollout import BranchRollout
+from trainer.branching.select import ForkConfig
 from trainer.rollout.group import GroupRollout, RolloutStats, SamplingSettings
-from trainer.rollout.strategies import RolloutParts, register_strategy
+from trainer.rollout.strategies import RolloutParts
 from trainer.rollout.types import Trajectory
 
 
 class BranchStrategy:
     """Main trajectories (GroupRollout with G = 1) and their branches (BranchRollout) on one worker's server."""
 
-    def __init__(self, parts: RolloutParts) -> None:
+    def __init__(self, parts: RolloutParts, fork: ForkConfig) -> None:
         self.group = GroupRollout(parts.port, parts.backend, parts.tokenizer, parts.renderer, parts.settings)
-        fork = parts.config.fork_config()
         force = None
         if fork.force_token:
             force = int(parts.tokenizer.encode(fork.force_token, add_special_tokens=False)[0])
@@ -41,6 +42,3 @@ class BranchStrategy:
 
     def close(self) -> None:
         self.group.close()
-
-
-register_strategy("branch", BranchStrategy)

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from trainer.branching import diagnostics as names
+from trainer.branching.plugin import fork_config
 from trainer.branching.step import branch_rollout
 from trainer.config import TrainerConfig, load_config
-from trainer.driver import TaskSampler, env_targets, training_tasks
 from trainer.rollout import SamplingSettings
+from trainer.runs import TaskSampler, env_targets, training_tasks
 from trainer.workers import WorkerGroup
 
 PAPER_SAVING = {"alfworld": 0.191, "webshop": 0.312}
@@ -43,7 +44,7 @@ def _sampling(config: TrainerConfig, step: int) -> SamplingSettings:
 
 def measure(config: TrainerConfig, steps: int) -> dict[str, Any]:
     """Token counts of `steps` rollout steps under both schemes on the same tasks."""
-    fork = config.fork_config()
+    fork = fork_config(config)
     group_size = 1 + fork.num_forks * fork.continuations
     independent_config = config.model_copy(
         update={"rollout": config.rollout.model_copy(update={"strategy": "group", "group_size": group_size})}

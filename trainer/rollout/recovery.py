@@ -7,8 +7,11 @@ the `group` strategy, so takeover never runs there.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from trainer.rollout.group import GroupRollout
-from trainer.rollout.strategies import RolloutParts, register_strategy
+from trainer.rollout.strategies import RolloutParts, Strategy, register_strategy
 from trainer.rollout.takeover import Recovery, RecoverySettings
 
 
@@ -17,8 +20,6 @@ def recovery_rollout(parts: RolloutParts) -> GroupRollout:
     from trainer.workers.factory import make_generation_backend
 
     config = parts.config
-    if not config.models.teacher:
-        raise ValueError("rollout.strategy recovery hands turns to the teacher: set models.teacher")
     r = config.divopd.recovery
     settings = RecoverySettings(patience=r.patience, takeover_turns=r.takeover_turns, rewind=r.rewind)
     teacher = make_generation_backend(config, config.models.teacher)
@@ -27,4 +28,15 @@ def recovery_rollout(parts: RolloutParts) -> GroupRollout:
     )
 
 
-register_strategy("recovery", recovery_rollout)
+def recovery_needs(config: Any) -> Mapping[str, bool]:
+    """What teacher takeover needs of the config: remedy -> met."""
+    return {
+        "models.teacher (it hands turns to the teacher)": bool(config.models.teacher),
+        "prompt.context: history (it rewinds the prompt history)": config.prompt.context == "history",
+        "rollout.snapshots: true, or divopd.recovery.rewind: false (rewind restores turn snapshots)": (
+            config.rollout.snapshots or not config.divopd.recovery.rewind
+        ),
+    }
+
+
+register_strategy(Strategy("recovery", recovery_rollout, needs=recovery_needs))

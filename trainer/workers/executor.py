@@ -60,12 +60,13 @@ class Pending(Generic[R]):
         return cast(R, self.ref)
 
 
-def method_name(cls: Callable[..., Any], method: Callable[..., Any]) -> str:
-    """The name under which `method` is a method of `cls`; TypeError when it is not one of its methods."""
-    name = getattr(method, "__name__", "")
-    if not name or getattr(cls, name, None) is not method:
+def method_name(cls: Callable[..., Any], function: Callable[..., Any]) -> str:
+    """The name under which `function` is a method of `cls` (the same object, not just the same name);
+    TypeError when it is not one of its methods."""
+    name = getattr(function, "__name__", "")
+    if not name or getattr(cls, name, None) is not function:
         owner = getattr(cls, "__name__", repr(cls))
-        raise TypeError(f"{getattr(method, '__qualname__', method)!r} is not a method of {owner}")
+        raise TypeError(f"{getattr(function, '__qualname__', function)!r} is not a method of {owner}")
     return name
 
 

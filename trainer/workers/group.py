@@ -120,19 +120,6 @@ class WorkerGroup:
         ]
         return merge_rollouts(self.executor.gather(pending))
 
-    def branch(
-        self, mains: list[Trajectory], sampling: SamplingSettings, select_seed: int
-    ) -> tuple[list[Trajectory], RolloutStats]:
-        """BranchOPD continuations of `mains` (one per task, in `rollout`'s order): each rollout worker
-        branches the mains it played, since its server signed their snapshots; groups are kept."""
-        chunks = split_tasks(mains, len(self.rollout_workers))
-        pending = [
-            self.executor.submit(worker, RolloutWorker.branch, chunk, sampling, select_seed + i)
-            for i, (worker, chunk) in enumerate(zip(self.rollout_workers, chunks, strict=True))
-            if chunk
-        ]
-        return merge_rollouts(self.executor.gather(pending), renumber=False)
-
     def score(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], int]:
         """Teacher log-probs on every student turn, and the tokens scored."""
         if self.teacher is None:

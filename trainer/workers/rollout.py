@@ -7,10 +7,9 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import torch
 
-from trainer.branching.rules import annotate_constraints, make_rules
 from trainer.config import TrainerConfig
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
-from trainer.rollout.strategies import RolloutParts, make_strategy
+from trainer.rollout.strategies import RolloutParts, make_hooks, make_strategy
 from trainer.workers.executor import method_name
 from trainer.workers.factory import make_env_port, make_generation_backend, make_renderer, rollout_settings
 
@@ -18,9 +17,13 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+Played = tuple[list[Trajectory], RolloutStats]
+
+
 class RolloutWorker:
     """Holds an envhub client and a generation backend; plays tasks with the rollout strategy
-    named by `rollout.strategy` (`trainer.rollout.strategies`)."""
+    named by `rollout.strategy` (`trainer.rollout.strategies`), and applies the registered trajectory
+    hooks to everything it plays."""
 
     def __init__(self, config: TrainerConfig, target: str, policy_path: str | None = None) -> None:
         from trainer.models.loading import load_tokenizer
@@ -33,7 +36,7 @@ class RolloutWorker:
             self.port, self.backend, self.tokenizer, make_renderer(config), rollout_settings(config), config
         )
         self.rollout = make_strategy(config.rollout.strategy, parts)
-        self.rules = make_rules(config.pbr.rules, self.tokenizer)
+        self.hooks = make_hooks(parts)
 
     def ready(self) -> bool:
         """Answers once the worker (and its engine) is built."""
@@ -41,22 +44,20 @@ class RolloutWorker:
 
     def run(
         self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
-    ) -> tuple[list[Trajectory], RolloutStats]:
+    ) -> Played:
         """`group_size` trajectories of each (task id, env seed), and the counters of the call."""
-        trajectories, stats = self.rollout.run(tasks, sampling, group_size)
-        annotate_constraints(trajectories, self.rules)
-        return trajectories, stats
+        return self._hooked(self.rollout.run(tasks, sampling, group_size))
 
-    def branch(
-        self, mains: list[Trajectory], sampling: SamplingSettings, select_seed: int
-    ) -> tuple[list[Trajectory], RolloutStats]:
-        """BranchOPD continuations from the forks of `mains` (needs the `branch` strategy)."""
-        branch = getattr(self.rollout, "branch", None)
-        if branch is None:
-            raise ValueError("branch rollouts need rollout.strategy: branch")
-        branches, stats = branch(mains, sampling, select_seed)
-        annotate_constraints(branches, self.rules)
-        return branches, stats
+    def play(self, phase: Callable[Concatenate[Any, P], Played], *args: P.args, **kwargs: P.kwargs) -> Played:
+        """A phase of this worker's strategy beyond `run`, by reference to the strategy's own method (e.g.
+        continuations of trajectories the teacher scored); TypeError when the configured strategy has none."""
+        method_name(type(self.rollout), phase)
+        return self._hooked(phase(self.rollout, *args, **kwargs))
+
+    def _hooked(self, played: Played) -> Played:
+        for hook in self.hooks:
+            hook(played[0])
+        return played
 
     def update_weights(self, weights: dict[str, torch.Tensor]) -> None:
         """Load the learner's newest weights into the generation backend."""

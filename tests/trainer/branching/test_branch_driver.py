@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from trainer.branching.diagnostics import BRANCH_DIAGNOSTICS, INDEPENDENT_TOKENS, STUDENT_TOKENS, TOKEN_SAVING
+from trainer.branching.plugin import fork_config
 from trainer.config import config_from_dict, load_config
 from trainer.driver import train
 from trainer.metrics import read_metrics
@@ -17,7 +18,7 @@ def test_shipped_configs_select_branching() -> None:
     for name in ("branchopd.yaml", "branchopd-tiny.yaml"):
         config = load_config(name)
         assert config.rollout.strategy == "branch" and config.objective.name == "branchopd"
-        fork = config.fork_config()
+        fork = fork_config(config)
         assert (fork.num_forks, fork.continuations, fork.alpha, fork.eta, fork.window) == (3, 2, 0.5, 0.2, 128)
         assert config.pbr.rules == ["stray_close_think"] and config.pbr.weight == 0.01 and config.pbr.cap == 0.02
 

@@ -9,7 +9,7 @@ import pytest
 from ray.util import get_node_ip_address
 
 from trainer.config import config_from_dict
-from trainer.driver import env_targets, local_server_host
+from trainer.runs import env_targets, local_server_host
 
 
 def _config(**sections: Any) -> Any:

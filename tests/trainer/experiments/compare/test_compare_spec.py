@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from trainer.branching.plugin import fork_config
 from trainer.config import ConfigError
 from trainer.experiments.compare import load_spec
 from trainer.experiments.compare.run import arm_config
@@ -38,7 +39,7 @@ def test_atod_ablation_arms_share_one_budget(comparison: str) -> None:
         if config.divopd.enabled:  # every lockstep producer plays one rollout batch per update
             per_step = rollout.tasks_per_step * config.divopd.producers
         elif rollout.strategy == "branch":  # mains + at most forks x continuations each
-            fork = config.fork_config()
+            fork = fork_config(config)
             per_step = rollout.tasks_per_step * (1 + fork.num_forks * fork.continuations)
         else:
             per_step = rollout.group_size * rollout.tasks_per_step
