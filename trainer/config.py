@@ -69,8 +69,11 @@ class BackendConfig(_Section):
 class EnvConfig(_Section):
     """Which environment to train on and where its server runs."""
 
-    name: Literal["alfworld", "scienceworld", "webshop", "searchqa"] = Field(
-        "alfworld", description="Environment kind served by envhub."
+    name: str = Field(
+        "alfworld",
+        description="Environment kind served by envhub (built in: alfworld, scienceworld, searchqa, webshop; or any "
+        "installed environment package's). Its action format (prompt template, reply parser, stop strings) ships "
+        "with the environment and must be found at load (`envhub.client.formats`).",
     )
     targets: list[str] = Field(
         default_factory=lambda: ["local"],
@@ -108,6 +111,16 @@ class EnvConfig(_Section):
     )
     step_timeout_s: float = Field(30.0, gt=0, description="Deadline of one Step call.")
     step_retries: int = Field(1, ge=0, description="Retries of a failed step from the turn's snapshot before dropping.")
+
+    @model_validator(mode="after")
+    def _check_format(self) -> EnvConfig:
+        from envhub.client.formats import action_format
+
+        try:
+            action_format(self.name)
+        except (LookupError, ImportError, ValueError) as exc:
+            raise ValueError(f"env.name {self.name!r}: {exc}") from exc
+        return self
 
 
 class PromptConfig(_Section):

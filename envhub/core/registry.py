@@ -5,6 +5,9 @@ A third-party package adds a kind without editing envhub by declaring, in its py
     [project.entry-points."envhub.environments"]
     mykind = "mypackage.kind:MyKind"
 
+    [project.entry-points."envhub.action_formats"]   # how agents prompt it and parse replies
+    mykind = "mypackage.action_format:FORMAT"
+
 Kinds are imported lazily (only when served), so a client-only install stays light. A name
 may also be given as "package.module:Class" directly (handy for tests and experiments).
 """
@@ -20,23 +23,37 @@ from typing import Any
 from envhub.core.environment import EnvironmentKind
 
 ENTRY_POINT_GROUP = "envhub.environments"
+FORMAT_ENTRY_POINT_GROUP = "envhub.action_formats"
 
 
 @dataclass(frozen=True)
 class BuiltInKind:
-    """One environment kind envhub ships: where its class is and the pip extra installing its engine."""
+    """One environment kind envhub ships: where its class is, the pip extra installing its engine and where
+    its action format is (`envhub.client.formats`; a module importing nothing heavy)."""
 
     reference: str
     """Its `EnvironmentKind` class as "module:Class"."""
     extra: str
     """`pip install 'envhub[<extra>]'` installs what it imports."""
+    format: str
+    """Its `ActionFormat` as "module:ATTR"."""
 
 
 KINDS: Mapping[str, BuiltInKind] = {
-    "scienceworld": BuiltInKind("envhub.envs.scienceworld.kind:ScienceWorldKind", extra="scienceworld"),
-    "alfworld": BuiltInKind("envhub.envs.alfworld.kind:AlfWorldKind", extra="alfworld"),
-    "searchqa": BuiltInKind("envhub.envs.searchqa.kind:SearchQAKind", extra="searchqa"),
-    "webshop": BuiltInKind("envhub.envs.webshop.kind:WebShopKind", extra="webshop"),
+    "scienceworld": BuiltInKind(
+        "envhub.envs.scienceworld.kind:ScienceWorldKind",
+        extra="scienceworld",
+        format="envhub.envs.scienceworld.action_format:FORMAT",
+    ),
+    "alfworld": BuiltInKind(
+        "envhub.envs.alfworld.kind:AlfWorldKind", extra="alfworld", format="envhub.envs.alfworld.action_format:FORMAT"
+    ),
+    "searchqa": BuiltInKind(
+        "envhub.envs.searchqa.kind:SearchQAKind", extra="searchqa", format="envhub.envs.searchqa.action_format:FORMAT"
+    ),
+    "webshop": BuiltInKind(
+        "envhub.envs.webshop.kind:WebShopKind", extra="webshop", format="envhub.envs.webshop.action_format:FORMAT"
+    ),
 }
 """The built-in kinds by environment name: one row each."""
 
@@ -45,6 +62,15 @@ def kinds() -> dict[str, str]:
     """Every known kind: the built-ins, then entry points of installed packages (which may not shadow them)."""
     found = {name: kind.reference for name, kind in KINDS.items()}
     for entry in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(entry.name, entry.value)
+    return found
+
+
+def formats() -> dict[str, str]:
+    """Environment name -> its action format ("module:ATTR"): the built-ins, then installed packages'
+    `envhub.action_formats` entry points (which may not shadow them)."""
+    found = {name: kind.format for name, kind in KINDS.items()}
+    for entry in entry_points(group=FORMAT_ENTRY_POINT_GROUP):
         found.setdefault(entry.name, entry.value)
     return found
 

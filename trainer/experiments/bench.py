@@ -101,11 +101,10 @@ def bench_rollout(
     from trainer.models.loading import load_tokenizer
     from trainer.prompts import PromptRenderer
     from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings
-    from trainer.workers import STOP_STRINGS
 
     tokenizer = load_tokenizer(model_dir)
-    backend = HFBackend.from_pretrained(model_dir, stop=STOP_STRINGS)
     renderer = PromptRenderer("alfworld", style="compact")
+    backend = HFBackend.from_pretrained(model_dir, stop=renderer.format.stop)
     sampling = SamplingSettings(max_new_tokens=16, seed=0)
     with EnvhubClient(address) as client:
         port = Sessions(client, "alfworld")

@@ -1,5 +1,7 @@
 """Render an episode's state into the user message of the next turn.
 
+The environment's action format (`envhub.client.formats`, shipped with the environment) gives the
+`atod` style's template and history text; `compact` is the trainer's short variant for tiny models.
 `history` mode re-renders the whole prompt every turn with the last `history_length`
 (observation, action) pairs; `full` mode sends the first prompt once and then only a short
 follow-up per turn (the earlier turns stay in the chat context).
@@ -10,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainer.prompts.templates import ATOD_TEMPLATES, COMPACT, COMPACT_FOLLOW_UP, FULL_FOLLOW_UP
+from envhub.client.formats import ActionFormat, action_format
+from trainer.prompts.templates import COMPACT, COMPACT_FOLLOW_UP, FULL_FOLLOW_UP
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class PromptState:
 
 
 class PromptRenderer:
-    """Turns a `PromptState` into prompt text for one environment, style and context mode."""
+    """Turns a `PromptState` into prompt text for one environment (its action format), style and context mode."""
 
     def __init__(
         self,
@@ -46,8 +49,10 @@ class PromptRenderer:
         history_length: int = 2,
         show_admissible: bool = True,
     ) -> None:
-        if style == "atod" and env_name not in ATOD_TEMPLATES:
-            raise ValueError(f"no ATOD template for {env_name!r}; known: {', '.join(sorted(ATOD_TEMPLATES))}")
+        try:
+            self.format: ActionFormat = action_format(env_name)
+        except LookupError as exc:
+            raise ValueError(f"no ATOD template for {env_name!r}: {exc}") from exc
         self.env_name = env_name
         self.style = style
         self.context = context
@@ -69,7 +74,7 @@ class PromptRenderer:
             )
         length = self.history_length if history is None else min(history, self.history_length)
         shown = list(state.past)[-length:] if self.context == "history" and length else []
-        template = COMPACT if self.style == "compact" else ATOD_TEMPLATES[self.env_name]
+        template = COMPACT if self.style == "compact" else self.format.template
         return template.format(
             task_description=state.task_description.strip().rstrip("."),
             step_count=step,
@@ -88,22 +93,6 @@ class PromptRenderer:
         return ", ".join(f"'{action}'" for action in actions)
 
     def _history(self, shown: Sequence[PastStep], current: str, first_index: int) -> str:
-        if self.env_name == "searchqa" and self.style != "compact":
-            # Search-R1's memory: each query, then ITS results (what the next turn observed; the last query's are
-            # the current observation: this template has no other place for them)
-            results = [step.observation for step in shown[1:]] + [current]  # one more than shown when none shown
-            pairs = zip(shown, results, strict=False)
-            return "".join(f"\n{step.action}\n{_information(result)}" for step, result in pairs)
         if self.style == "compact":
             return "".join(f" Previous action: {step.action}." for step in shown[-1:])
-        lines = []
-        for offset, step in enumerate(shown):
-            i = first_index + offset
-            lines.append(f"\n[Observation {i}: '{step.observation.strip()}', Action {i}: '{step.action}']")
-        return "".join(lines)
-
-
-def _information(observation: str) -> str:
-    """A Search-QA observation inside `<information>` tags (the server already wraps search results)."""
-    text = observation.strip()
-    return text if text.startswith("<information>") else f"<information>{text}</information>"
+        return self.format.history([(step.observation, step.action) for step in shown], current, first_index)

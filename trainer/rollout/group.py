@@ -18,8 +18,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from envhub.client import EnvhubError, EnvView, SessionPort, StatusCode
 from trainer.backends.base import Generation, GenerationBackend, SamplingSettings
-from trainer.prompts import INVALID_ACTION_OBSERVATION, PastStep, PromptRenderer, PromptState, encode_user_turn
-from trainer.prompts.parse import parse_action
+from trainer.prompts import PastStep, PromptRenderer, PromptState, encode_user_turn
 from trainer.rollout.takeover import ProgressTracker, Recovery
 from trainer.rollout.types import Trajectory, Turn
 
@@ -262,7 +261,7 @@ class GroupRollout:
         """The parsed action, or None (invalid): unparsable, or cut at `max_new_tokens` under `invalid`."""
         if generation.finish_reason == "length" and self.settings.truncation == "invalid":
             return None
-        return parse_action(text, self.renderer.env_name)
+        return self.renderer.format.parse(text)
 
     def _record(
         self,
@@ -350,12 +349,11 @@ class GroupRollout:
             outcomes[index] = outcome
         return outcomes
 
-    @staticmethod
-    def _invalid(episode: Episode) -> EnvView:
+    def _invalid(self, episode: Episode) -> EnvView:
         """What an episode sees after an invalid (unparsed) action: the env is not stepped."""
         return EnvView(
             session_id=episode.view.session_id,
-            text=INVALID_ACTION_OBSERVATION,
+            text=self.renderer.format.invalid_observation,
             task_description=episode.view.task_description,
             admissible=episode.view.admissible,
             score=episode.view.score,

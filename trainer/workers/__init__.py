@@ -11,14 +11,13 @@
 """
 
 from trainer.workers.executor import Executor, LocalExecutor, RayExecutor, init_ray, make_executor
-from trainer.workers.factory import STOP_STRINGS, make_generation_backend, resolve_device
+from trainer.workers.factory import make_generation_backend, resolve_device
 from trainer.workers.group import WorkerGroup, merge_rollouts, split_tasks
 from trainer.workers.learner import LearnerWorker, latest_checkpoint
 from trainer.workers.rollout import RolloutWorker
 from trainer.workers.teacher import TeacherWorker
 
 __all__ = [
-    "STOP_STRINGS",
     "Executor",
     "LearnerWorker",
     "LocalExecutor",

@@ -5,13 +5,11 @@ from __future__ import annotations
 import torch
 
 from envhub.client import Sessions
+from envhub.client.formats import action_format
 from trainer.backends.base import GenerationBackend
 from trainer.config import TrainerConfig
 from trainer.prompts import PromptRenderer
 from trainer.rollout import RolloutSettings
-
-STOP_STRINGS = ("</action>", "</search>", "</answer>")
-"""A response ends once its action is closed (saves tokens; the parser needs nothing after it)."""
 
 
 def resolve_device(device: str) -> str:
@@ -38,22 +36,24 @@ def teacher_parallel_size(config: TrainerConfig) -> int:
 
 
 def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBackend:
-    """The student's generation backend named by `backend.kind`."""
+    """The student's generation backend named by `backend.kind`; a response ends once its action is closed (the
+    environment's action format's stop strings: saves tokens, the parser needs nothing after them)."""
     from trainer.backends import make_backend
 
+    stop = action_format(config.env.name).stop
     if config.backend.kind == "vllm":
         sync = config.weight_sync()
         return make_backend(
             "vllm",
             path,
             gpu_memory_utilization=config.backend.gpu_memory_utilization,
-            stop=STOP_STRINGS,
+            stop=stop,
             weight_transfer=sync if sync in ("ipc", "nccl") else None,
             sleep_mode=sleeps(config),
             tensor_parallel_size=config.backend.tensor_parallel_size,
             bucket_bytes=bucket_bytes(config),
         )
-    return make_backend("hf", path, device=resolve_device(config.backend.device), stop=STOP_STRINGS)
+    return make_backend("hf", path, device=resolve_device(config.backend.device), stop=stop)
 
 
 def make_env_port(config: TrainerConfig, target: str) -> Sessions:

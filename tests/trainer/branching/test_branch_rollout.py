@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from envhub.client import Sessions
+from envhub.client.formats import action_format
 from envhub.client.sync import EnvhubClient
 from trainer.backends.base import Generation
 from trainer.backends.hf import HFBackend
@@ -26,7 +27,6 @@ from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
 from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings, Trajectory
 from trainer.rollout.group import Episode, RolloutStats
-from trainer.workers import STOP_STRINGS
 
 
 def _port(address: str, env: str) -> Iterator[Sessions]:
@@ -57,7 +57,7 @@ def _group(port: Sessions, backend: object, tokenizer: object, max_turns: int = 
 
 def test_branches_continue_the_main_prefix_from_the_restored_turn(any_port: Sessions, tiny_models: TinyModels) -> None:
     tok = load_tokenizer(tiny_models.student)
-    student = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
+    student = HFBackend.from_pretrained(tiny_models.student, stop=action_format(any_port.environment).stop)
     teacher = HFBackend.from_pretrained(tiny_models.teacher)
     group = _group(any_port, student, tok)
     sampling = SamplingSettings(max_new_tokens=24, top_logprobs=20, seed=3)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.prompts import INVALID_ACTION_OBSERVATION, PastStep, PromptRenderer, PromptState, parse_action
-from trainer.prompts.templates import ATOD_TEMPLATES
+from envhub.client.formats import INVALID_ACTION_OBSERVATION, action_format, format_names
+from trainer.prompts import PastStep, PromptRenderer, PromptState
 
 PAST = [PastStep(f"obs {i}", f"act {i}") for i in range(1, 6)]
 STATE = PromptState("put a mug in the fridge.", "You see a fridge 1.", ["go to fridge 1", "look"], PAST)
@@ -43,7 +43,7 @@ def test_full_context_sends_the_template_once_then_follow_ups() -> None:
     assert later.startswith("Observation at step 6: You see a fridge 1.") and "obs 5" not in later
 
 
-@pytest.mark.parametrize("env", sorted(ATOD_TEMPLATES))
+@pytest.mark.parametrize("env", format_names())
 def test_every_environment_renders(env: str) -> None:
     text = PromptRenderer(env).render(STATE)
     assert "put a mug in the fridge" in text
@@ -89,13 +89,14 @@ def test_unknown_environment_is_refused() -> None:
     ],
 )
 def test_parse_action(response: str, expected: str | None) -> None:
-    assert parse_action(response, "alfworld") == expected
+    assert action_format("alfworld").parse(response) == expected
 
 
 def test_parse_searchqa_needs_exactly_one_kind() -> None:
     response = "<think>x</think><search> who  wrote it </search>"
-    assert parse_action(response, "searchqa") == "<search>who wrote it</search>"
-    assert parse_action("<answer>Beijing</answer>", "searchqa") == "<answer>Beijing</answer>"
-    assert parse_action("<search>a</search><answer>b</answer>", "searchqa") is None
-    assert parse_action("<action>look</action>", "searchqa") is None
+    parse_action = action_format("searchqa").parse
+    assert parse_action(response) == "<search>who wrote it</search>"
+    assert parse_action("<answer>Beijing</answer>") == "<answer>Beijing</answer>"
+    assert parse_action("<search>a</search><answer>b</answer>") is None
+    assert parse_action("<action>look</action>") is None
     assert "<action></action>" in INVALID_ACTION_OBSERVATION

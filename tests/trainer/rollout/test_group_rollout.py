@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from envhub.client import Sessions
+from envhub.client.formats import INVALID_ACTION_OBSERVATION, action_format
 from envhub.client.sync import EnvhubClient
 from envhub.core.errors import EnvhubError
 from trainer.backends.base import Generation
@@ -14,9 +15,10 @@ from trainer.backends.hf import HFBackend
 from trainer.batching import SyncGroups
 from trainer.models.loading import load_tokenizer
 from trainer.models.tiny import TinyModels
-from trainer.prompts import INVALID_ACTION_OBSERVATION, PromptRenderer
+from trainer.prompts import PromptRenderer
 from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings
-from trainer.workers import STOP_STRINGS
+
+STOP_STRINGS = action_format("alfworld").stop
 
 
 class _ScriptedBackend:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from envhub.client import EnvView, Sessions
+from envhub.client.formats import action_format
 from envhub.client.sync import EnvhubClient
 from trainer.backends.base import Generation
 from trainer.backends.hf import HFBackend
@@ -19,7 +20,6 @@ from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
 from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings
 from trainer.rollout.takeover import ProgressTracker, Recovery, RecoverySettings, made_progress
-from trainer.workers import STOP_STRINGS
 
 
 class _Script:
@@ -128,8 +128,9 @@ def test_takeover_rewinds_to_the_last_progress_and_keeps_teacher_turns_out_of_th
     port.end(first.session_id)
     a, b = case.oscillate(first)
     # the student oscillates a, b, a, b, a (turns 2-4 make no progress), then plays b
-    student = _Script(HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS), tok, [a, b, a, b, a, b])
-    teacher_model = HFBackend.from_pretrained(tiny_models.teacher, stop=STOP_STRINGS)
+    stop = action_format(case.env).stop
+    student = _Script(HFBackend.from_pretrained(tiny_models.student, stop=stop), tok, [a, b, a, b, a, b])
+    teacher_model = HFBackend.from_pretrained(tiny_models.teacher, stop=stop)
     teacher = _Script(teacher_model, tok, ["look"])
     recovery = Recovery(RecoverySettings(patience=3, takeover_turns=2, rewind=rewind), teacher)
     settings = RolloutSettings(group_size=1, max_turns=8, snapshots=True)
