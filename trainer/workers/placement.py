@@ -1,7 +1,7 @@
 """Which GPUs each role gets: a Ray placement group and one slot (bundle, GPU share) per worker.
 
 `plan_placement` is pure (tested without Ray); `RayExecutor.reserve` turns the plan's bundles into a
-placement group and `RayExecutor.spawn(..., slot=...)` schedules each actor into its bundle with its
+placement group and `RayExecutor.spawn(slot, ...)` schedules each actor into its bundle with its
 `num_gpus`, so Ray sets the actor's `CUDA_VISIBLE_DEVICES` and the actor uses `cuda:0` inside.
 
 * `learner_gpus: 0`: no placement group, no GPU requested (CPU runs, tests).
@@ -19,8 +19,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
-from trainer.config import PlacementConfig
+
+class PlacementSettings(Protocol):
+    """The fields of the `placement` section used here (`trainer.config.PlacementConfig`, which the config's GPU
+    checks pass in: this module does not import the config)."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def learner_gpus(self) -> int: ...
+    @property
+    def rollout_gpus(self) -> int: ...
+    @property
+    def teacher_gpus(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -41,7 +54,7 @@ class PlacementPlan:
     teacher: Slot | None
 
 
-def plan_placement(config: PlacementConfig, rollout_workers: int, teacher: bool) -> PlacementPlan:
+def plan_placement(config: PlacementSettings, rollout_workers: int, teacher: bool) -> PlacementPlan:
     """The bundles and slots for `rollout_workers` rollout workers, `learner_gpus` learner ranks and
     (when `teacher`) one teacher."""
     if rollout_workers < 1:
