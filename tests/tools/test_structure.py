@@ -97,8 +97,8 @@ def test_the_command_exits_1_when_it_finds_something(tmp_path: Path, check: str)
     assert structure.main([check, "--root", str(tmp_path), "pkg"]) == 1
 
 
-def test_envhub_has_no_import_circle_and_no_method_name_dispatch() -> None:
-    found = structure.modules(ROOT, ["envhub"])
+def test_envhub_and_the_trainer_have_no_import_circle_and_no_method_name_dispatch() -> None:
+    found = structure.modules(ROOT, ["envhub", "trainer"])
     assert structure.circle_report(found) == []
     assert structure.dispatch_report(found) == []
 
