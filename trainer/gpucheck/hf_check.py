@@ -15,18 +15,20 @@ FP32_ATOL = 2e-3
 
 
 def run(stage: Stage) -> None:
+    from envhub.client.formats import action_format
     from trainer.backends import HFBackend, SamplingSettings
     from trainer.models.corpus import SEED_TEXTS
     from trainer.models.loading import load_tokenizer
     from trainer.models.tiny import TinySpec, make_tiny_models
-    from trainer.workers.factory import STOP_STRINGS
 
     models = make_tiny_models(stage.out / "hf-models", SEED_TEXTS, student=TinySpec(64, 2), teacher=TinySpec(64, 2))
     tokenizer = load_tokenizer(models.student)
     prompts = [tokenizer.encode(text) for text in PROMPTS]
     sampling = SamplingSettings(max_new_tokens=24, temperature=1.0, seed=7)
     for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
-        backend = HFBackend.from_pretrained(models.student, device=stage.device, dtype=dtype, stop=STOP_STRINGS)
+        backend = HFBackend.from_pretrained(
+            models.student, device=stage.device, dtype=dtype, stop=action_format("alfworld").stop
+        )
         first, again = backend.generate(prompts, sampling), backend.generate(prompts, sampling)
         scores = backend.score(prompts, [g.token_ids for g in first])
         diff = max(abs(a - b) for g, s in zip(first, scores, strict=True) for a, b in zip(g.logprobs, s, strict=True))
