@@ -22,7 +22,11 @@ def _config_args(parser: argparse.ArgumentParser, required: bool = True) -> None
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainer", description="Train LLM agents over envhub servers.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("train", help="train with GRPO / OPD / ATOD")
+    train_help = (
+        "train an agent as the config says: GRPO, OPD, ATOD (objective.name), DivOPD's asynchronous run "
+        "(divopd.enabled) or BranchOPD (rollout.strategy); `python -m trainer.config` lists every field"
+    )
+    p = sub.add_parser("train", help=train_help, description=train_help)
     _config_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p = sub.add_parser("eval", help="success rate and mean turns on held-out tasks")

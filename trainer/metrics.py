@@ -31,7 +31,8 @@ CORE_PLOTTED: tuple[str, ...] = (
     "actor/pg_loss",
     names.REVERSE_KL,
 )
-"""The panels every synchronous GRPO / OPD / ATOD run logs (tested end to end in the driver test)."""
+"""The panels every synchronous run logs whatever its objective (GRPO, OPD and ATOD fill them all; tested end to
+end in the driver test)."""
 PLOTTED: tuple[str, ...] = (*CORE_PLOTTED, PBR_LOSS)
 """The panels of `training.png`: the core ones and the PBR term; a run adds its rollout strategy's
 (`Strategy.plotted`) and the asynchronous driver DivOPD's. A panel is drawn only for keys that have values."""

@@ -1,4 +1,5 @@
-"""Objectives as pure tensor functions: TokenBatch, GRPO / OPD / ATOD advantages, the PPO actor loss, registry."""
+"""Objectives as pure tensor functions: TokenBatch, GRPO / OPD / ATOD advantages (BranchOPD's is OPD's), the PBR
+term, the PPO actor loss, and the registry the config and learner read."""
 
 from trainer.objectives.atod import AtodConfig, atod_advantage, atod_coefficients
 from trainer.objectives.batch import TokenBatch
