@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from envhub.client import EnvhubClient, EnvhubError, EnvView, TaskRef
+from envhub.client import EnvhubClient, EnvhubError, EnvView, Sessions, TaskRef
 from envhub.v1 import snapshot_pb2
 
 
@@ -108,6 +108,42 @@ def check_fork(client: EnvhubClient, spec: ComplianceSpec) -> None:
             client.close_session(session_id)
 
 
+GROUP_SIZE = 4
+"""Sessions in the group `check_fork_started_group` starts."""
+
+
+def _outcome(result: EnvView | EnvhubError) -> object:
+    return (result.code, result.reason) if isinstance(result, EnvhubError) else result
+
+
+def _lock_step(sessions: Sessions, views: Sequence[EnvView], plans: Sequence[Sequence[str]]) -> list[object]:
+    """Step every session of `views` along its plan, all at once per turn (StepBatch); end them; the outcomes."""
+    trace: list[object] = [list(views)]
+    for turn in range(len(plans[0])):
+        steps = [(view.session_id, plan[turn]) for view, plan in zip(views, plans, strict=True)]
+        trace.append([_outcome(result) for result in sessions.step_each(steps)])
+    for view in views:
+        sessions.end(view.session_id)
+    return trace
+
+
+def check_fork_started_group(client: EnvhubClient, spec: ComplianceSpec) -> None:
+    """A group started as one create and G - 1 forks (`Sessions.start_group`) plays, step for step, exactly as
+    G sessions created one by one with the same task and seed: each session along its own actions (a rotation
+    of the task's), all stepped in lock-step with StepBatch, as a rollout does. (The two sets play one after
+    the other, so a server allowing G sessions passes.)"""
+    sessions = Sessions(client, spec.environment)
+    for task_id, actions in spec.tasks.items():
+        plans = [[*actions[i % len(actions) :], *actions[: i % len(actions)]] for i in range(GROUP_SIZE)]
+        forked = sessions.start_group(task_id, size=GROUP_SIZE, seed=spec.seed)
+        _expect(len({view.session_id for view in forked}) == GROUP_SIZE, f"{task_id}: a group's session ids repeat")
+        group = _lock_step(sessions, forked, plans)
+        alone = _lock_step(sessions, [sessions.start(task_id, seed=spec.seed) for _ in range(GROUP_SIZE)], plans)
+        for turn, (mine, theirs) in enumerate(zip(group, alone, strict=True)):
+            what = "the start" if turn == 0 else f"turn {turn}"
+            _expect(mine == theirs, f"{task_id}: {what} of a fork-started group differs from separate sessions")
+
+
 def check_error_codes(client: EnvhubClient, spec: ComplianceSpec) -> None:
     """Each bad request gets its status code and leaves other sessions working."""
     task_id, actions = next(iter(spec.tasks.items()))
@@ -193,6 +229,7 @@ CHECKS: tuple[Callable[[EnvhubClient, ComplianceSpec], None], ...] = (
     check_seed_determinism,
     check_snapshot_restore,
     check_fork,
+    check_fork_started_group,
     check_error_codes,
     check_episode_over,
     check_double_close,

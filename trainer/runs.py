@@ -90,12 +90,28 @@ def env_targets(config: TrainerConfig) -> Iterator[list[str]]:
     with contextlib.ExitStack() as stack:
         bind, advertise = local_server_host(config)
         targets = [
-            stack.enter_context(LocalServer(config.env.name, host=bind, advertise=advertise)).address
+            stack.enter_context(
+                LocalServer(config.env.name, host=bind, advertise=advertise, prepare=tasks_to_prepare(config))
+            ).address
             if target == "local"
             else target
             for target in config.env.targets
         ]
         yield targets
+
+
+def tasks_to_prepare(config: TrainerConfig) -> dict[str, int]:
+    """What a local server should make from its start: the training tasks when `env.max_tasks` bounds them,
+    and the held-out tasks when the run evaluates (the first N of their splits; none when `env.families`
+    picks some tasks of a split)."""
+    prepare: dict[str, int] = {}
+    if config.env.families:
+        return prepare
+    if config.env.max_tasks and not config.env.task_ids:
+        prepare[config.env.train_split] = config.env.max_tasks
+    if config.eval.every:
+        prepare[config.env.eval_split] = max(prepare.get(config.env.eval_split, 0), config.eval.num_tasks)
+    return prepare
 
 
 def local_server_host(config: TrainerConfig) -> tuple[str, str]:

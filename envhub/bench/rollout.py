@@ -32,7 +32,7 @@ from typing import Any
 
 from envhub.bench.procs import ServerProcess, own_cpu_s
 from envhub.bench.run import PROFILES
-from envhub.client import EnvhubClient, EnvhubError
+from envhub.client import EnvhubClient, EnvhubError, Sessions
 from envhub.core.environment import EnvironmentKind
 from envhub.core.registry import build_kind
 from envhub.core.session import Session
@@ -92,11 +92,12 @@ def _say(message: str) -> None:
 def _create(client: EnvhubClient, environment: str, sessions: int, group: int) -> list[str]:
     """`sessions` sessions, one created per task and forked `group - 1` times (the trainer's groups)."""
     tasks = [task.task_id for task in client.list_tasks(environment, "train")]
+    port = Sessions(client, environment, admissible=False)
 
     def one_group(index: int) -> list[str]:
         size = min(group, sessions - index)
-        first = client.create_session(environment, task=tasks[(index // group) % len(tasks)], max_steps=10**6)
-        return [first.session_id, *(client.fork(first.session_id, size - 1) if size > 1 else [])]
+        views = port.start_group(tasks[(index // group) % len(tasks)], size=size, max_steps=10**6)
+        return [view.session_id for view in views]
 
     with ThreadPoolExecutor(max_workers=THREADS) as threads:
         return [session_id for ids in threads.map(one_group, range(0, sessions, group)) for session_id in ids]

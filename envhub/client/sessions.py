@@ -14,6 +14,7 @@ second caller that needs "sessions, stepped" changes this one instead of writing
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -35,6 +36,13 @@ class SessionPort(Protocol):
 
     def start(self, task: TaskRef | str, *, seed: int = 0, max_steps: int | None = None) -> EnvView:
         """A new session on a task (a task id, or `TaskRef(split=..., index=...)`)."""
+        ...
+
+    def start_group(
+        self, task: TaskRef | str, *, size: int, seed: int = 0, max_steps: int | None = None
+    ) -> list[EnvView]:
+        """`size` sessions in the same state (a GRPO group): one start and `size - 1` forks of it (a fork copies
+        the state in the worker, where a start may load a game); each view carries its own session id."""
         ...
 
     def reset(self, session_id: str, *, task: TaskRef | str | None = None, seed: int | None = None) -> EnvView:
@@ -140,6 +148,15 @@ class Sessions:
             admissible=self.admissible,
         )
         return start.view
+
+    def start_group(
+        self, task: TaskRef | str, *, size: int, seed: int = 0, max_steps: int | None = None
+    ) -> list[EnvView]:
+        if size < 1:
+            raise ValueError(f"a group has at least one session, not {size}")
+        first = self.start(task, seed=seed, max_steps=max_steps)
+        forks = self.fork(first.session_id, size - 1) if size > 1 else []
+        return [first, *(dataclasses.replace(first, session_id=session_id) for session_id in forks)]
 
     def reset(self, session_id: str, *, task: TaskRef | str | None = None, seed: int | None = None) -> EnvView:
         return self.client.reset_session(session_id, task=task, seed=seed, admissible=self.admissible).view

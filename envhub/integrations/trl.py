@@ -146,15 +146,9 @@ class EnvhubRollout:
         """One session per run of equal prompts (TRL repeats each prompt G times), forked for the others."""
         games = []
         for task_id, run in groupby(task_of(p) for p in prompts):
-            count = len(list(run))
-            first = self.episodes.start(task_id, seed=self.seed)
-            ids = chat.prompt(self.render(first))
-            sessions = (
-                [first.session_id, *self.episodes.fork(first.session_id, count - 1)]
-                if count > 1
-                else [first.session_id]
-            )
-            games += [_Episode(EnvView(**{**first.__dict__, "session_id": s}), list(ids)) for s in sessions]
+            views = self.episodes.start_group(task_id, size=len(list(run)), seed=self.seed)
+            ids = chat.prompt(self.render(views[0]))
+            games += [_Episode(view, list(ids)) for view in views]
         return games
 
     def _generate(self, live: list[_Episode], trainer: Any, tokenizer: Any) -> list[str]:

@@ -378,16 +378,15 @@ class GroupRollout:
     # ------------------------------------------------------------------ sessions
 
     def _start_group(self, group: int, task_id: str, seed: int, size: int) -> list[Episode]:
-        first = self.port.start(task_id, seed=seed, max_steps=self.settings.max_turns)
-        ids = [first.session_id, *self.port.fork(first.session_id, size - 1)] if size > 1 else [first.session_id]
+        views = self.port.start_group(task_id, size=size, seed=seed, max_steps=self.settings.max_turns)
         return [
             Episode(
-                trajectory=Trajectory(task_id=task_id, group=group, seed=seed, initial_observation=first.text),
-                view=dataclasses.replace(first, session_id=sid),
-                task_description=first.task_description,
+                trajectory=Trajectory(task_id=task_id, group=group, seed=seed, initial_observation=view.text),
+                view=view,
+                task_description=view.task_description,
                 tracker=ProgressTracker(self.recovery.settings) if self.recovery else None,
             )
-            for sid in ids
+            for view in views
         ]
 
     def _close(self, session_id: str) -> None:

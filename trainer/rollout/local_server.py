@@ -7,7 +7,10 @@ SIGTERM. For actors on other nodes, bind every interface and advertise this node
 
 Local servers are for tiny models and CI, so they serve ALFWorld's named "small" rooms
 (`LOCAL_SETTINGS`); `envhub serve --env alfworld` serves whole rooms, as ALFWorld's own games.
-Pass `settings=` to choose otherwise.
+Pass `settings=` to choose otherwise. `prepare=` names the tasks a run will play (the first N of
+some splits) for an environment that makes its tasks' data on first use (its kind has a
+`prepare_ahead` setting, as ALFWorld's generated games): the server starts making them at once,
+so the first rollout does not wait for them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import sys
 import time
 from collections.abc import Mapping
 from types import TracebackType
+
+from envhub.core.registry import kind_class
 
 READY = "ENVHUB_PORT"
 LOCAL_SETTINGS: dict[str, dict[str, str]] = {"alfworld": {"rooms": "small"}}
@@ -40,6 +45,7 @@ class LocalServer:
         settings: Mapping[str, str] | None = None,
         host: str = "localhost",
         advertise: str | None = None,
+        prepare: Mapping[str, int] | None = None,
     ) -> None:
         self.environment = environment
         self.advertise = advertise or host
@@ -57,6 +63,8 @@ class LocalServer:
             host,
         ]
         command += [item for key, value in chosen.items() for item in ("--set", f"{key}={value}")]
+        counts = [f"{split}:{count}" for split, count in (prepare or {}).items() if count > 0]
+        command += ["--prepare", ",".join(counts)] if counts else []
         self.process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
@@ -137,8 +145,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--host", default="localhost", help='address to bind ("0.0.0.0": every interface)')
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an environment setting")
+    parser.add_argument(
+        "--prepare",
+        default="",
+        metavar="SPLIT:N[,SPLIT:N]",
+        help="tasks to make from the start, where the environment has a prepare_ahead setting (else ignored)",
+    )
     args = parser.parse_args()
     settings = dict(item.split("=", 1) for item in args.set)
+    if args.prepare and "prepare_ahead" in kind_class(args.env).config_keys:
+        settings.setdefault("prepare_ahead", args.prepare)
     asyncio.run(_serve(args.env, args.workers, settings, args.host))
 
 

@@ -52,6 +52,20 @@ def describe(taskset: TaskSet, split: str, index: int) -> TaskSpec:
     return TaskSpec(task_id=game.task_id, split=split, index=index, family=game.task_type, description=game.goal)
 
 
+def prepare_ahead_setting(value: Any) -> int | dict[str, int]:
+    """`alfworld.prepare_ahead` as given on the command line: "N" or "SPLIT:N,SPLIT:N"."""
+    text = str(value).strip()
+    if ":" not in text:
+        return whole_number("alfworld.prepare_ahead", text)
+    counts: dict[str, int] = {}
+    for item in text.split(","):
+        split, _, count = item.strip().partition(":")
+        if not split or split in counts:
+            raise ValueError(f"alfworld.prepare_ahead must be N or SPLIT:N[,SPLIT:N...], each split once; not {text!r}")
+        counts[split] = whole_number(f"alfworld.prepare_ahead ({split})", count)
+    return counts
+
+
 class _SplitTasks(Sequence[TaskSpec]):
     """The tasks of one split, described on first access."""
 
@@ -120,7 +134,8 @@ class AlfWorldKind(EnvironmentKind):
         "rooms": "room size of generated games: whole (default: ALFWorld's full floor plans) | small "
         "(5-10 receptacles: short games for tiny models)",
         "seed": "seed of the generated task set (default 0)",
-        "prepare_ahead": "generated games to make in the background from the server's start, the first N of "
+        "prepare_ahead": "generated games to make in the background from the server's start: N (the first N of "
+        "every split) or SPLIT:N[,SPLIT:N...] (the first N of the splits named, in that order; e.g. train:128) "
         "each split (default 0: each game is made on first use, in the worker's preparation lane)",
     }
 
@@ -131,17 +146,28 @@ class AlfWorldKind(EnvironmentKind):
         taskset: TaskSet | None = None,
         rooms: str = DEFAULT_ROOMS,
         seed: int = 0,
-        prepare_ahead: int = 0,
+        prepare_ahead: int | Mapping[str, int] = 0,
     ) -> None:
         self.taskset = taskset or default_taskset(data_path, rooms, seed)
-        self.prepare_ahead = prepare_ahead
-        """Games per split `tasks_to_prepare` names (a server makes them in the background)."""
+        self.prepare_ahead: dict[str, int] = (
+            {split: prepare_ahead for split in self.taskset.splits()}
+            if isinstance(prepare_ahead, int)
+            else dict(prepare_ahead)
+        )
+        """Split -> games `tasks_to_prepare` names from its start (a server makes them in the background)."""
+        unknown = sorted(set(self.prepare_ahead) - set(self.taskset.splits()))
+        if unknown:
+            raise ValueError(f"alfworld.prepare_ahead names unknown split(s) {unknown}; known: {self.taskset.splits()}")
         generated = isinstance(self.taskset, GeneratedTaskSet)
         self._config = (
             {"rooms": rooms, "seed": str(seed)} if generated else {"data": str(data_path or "$ALFWORLD_DATA")}
         )
-        if prepare_ahead:
-            self._config["prepare_ahead"] = str(prepare_ahead)
+        if any(self.prepare_ahead.values()):
+            self._config["prepare_ahead"] = (
+                str(prepare_ahead)
+                if isinstance(prepare_ahead, int)
+                else ",".join(f"{split}:{count}" for split, count in self.prepare_ahead.items())
+            )
         self.version = (
             f"envhub-alfworld{ENV_VERSION}/alfworld-{package_version('alfworld')}/"
             f"textworld-{package_version('textworld')}/"
@@ -160,7 +186,7 @@ class AlfWorldKind(EnvironmentKind):
         if data is not None and not Path(str(data)).is_dir():
             raise ValueError(f"alfworld.data={data!r} is not a folder")
         seed = whole_number("alfworld.seed", config.get("seed", 0))
-        ahead = whole_number("alfworld.prepare_ahead", config.get("prepare_ahead", 0))
+        ahead = prepare_ahead_setting(config.get("prepare_ahead", 0))
         return cls(data, rooms=str(config.get("rooms", DEFAULT_ROOMS)), seed=seed, prepare_ahead=ahead)
 
     def config(self) -> Mapping[str, str]:
@@ -196,10 +222,10 @@ class AlfWorldKind(EnvironmentKind):
             self.taskset.record(task.split, task.index)
 
     def tasks_to_prepare(self) -> Sequence[TaskSpec]:
-        """The first `prepare_ahead` games of each split (generated task sets only)."""
+        """The first `prepare_ahead` games of each split it names, in its order (generated task sets only)."""
         if not isinstance(self.taskset, GeneratedTaskSet):
             return []
-        return [spec for split in self._splits.values() for spec in split[: self.prepare_ahead]]
+        return [spec for split, count in self.prepare_ahead.items() for spec in self._splits[split][:count]]
 
     def validate_options(self, options: Mapping[str, str]) -> None:
         super().validate_options(options)

@@ -31,6 +31,19 @@ def test_a_generated_game_is_prepared_once_it_is_in_the_cache(tmp_path: Path) ->
         AlfWorldKind.from_config({"prepare_ahead": "many"})
 
 
+def test_prepare_ahead_names_splits_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVHUB_CACHE", str(tmp_path))
+    kind = AlfWorldKind.from_config({"rooms": "small", "prepare_ahead": "valid_seen:1, train:3"})
+    assert [spec.task_id for spec in kind.tasks_to_prepare()] == [
+        "valid_seen/00000",
+        *(f"train/{index:05d}" for index in range(3)),
+    ]
+    assert kind.config()["prepare_ahead"] == "valid_seen:1,train:3"
+    for bad in ("train:3,train:4", "train:x", ":3", "test:2"):
+        with pytest.raises(ValueError, match="prepare_ahead"):
+            AlfWorldKind.from_config({"rooms": "small", "prepare_ahead": bad})
+
+
 def test_a_server_creates_a_session_on_a_game_not_made_yet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENVHUB_CACHE", str(tmp_path))  # workers and their helpers inherit it: a cold cache
     config = {"alfworld": {"rooms": "small"}}
