@@ -115,12 +115,12 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument("--task", default=None, help="task id, e.g. boil/0 (default: the first train task)")
     play.add_argument("--seed", type=int, default=0)
     bench = sub.add_parser("bench", help="measure latency, throughput, restore cost and memory")
-    bench.add_argument("--env", default=DEFAULT_ENV)
+    bench.add_argument("--env", default=None, help=f"environment (default {DEFAULT_ENV}; kube: searchqa)")
     bench.add_argument("--task", default=None, help="task id to step (default: the environment's bench task)")
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument(
         "--profile",
-        choices=("serving", "rollout", "latency", "soak", "failover"),
+        choices=("serving", "rollout", "latency", "soak", "failover", "kube"),
         default="serving",
         help="serving: latency, throughput, restore, memory; rollout: N sessions stepping once per turn "
         "through step_many, against the in-process ideal (docs/results/envhub-bench-rollout-<env>.md); "
@@ -128,21 +128,29 @@ def _parser() -> argparse.ArgumentParser:
         "(docs/results/envhub-bench-latency-<env>.md); soak: an hour of session churn per environment "
         "(--env all, or a comma-separated list, at once), RSS, fds, threads and worker restarts sampled "
         "(docs/results/envhub-soak.md); failover: the cost of failover's snapshots, and how fast the sessions of a "
-        "killed replica step again (docs/results/envhub-failover-recovery.md)",
+        "killed replica step again (docs/results/envhub-failover-recovery.md); kube: deploy/k8s/overlays/<env> "
+        "played with podman kube play, a pod killed and a rolling restart under a rollout, no episode lost "
+        "(docs/results/envhub-kube-play-<env>.md)",
     )
     bench.add_argument(
         "--sessions",
         type=int,
         default=None,
         help="serving: concurrent sessions for the memory figure (50); rollout and soak: sessions "
-        "(1,024; ScienceWorld 256)",
+        "(1,024; ScienceWorld 256); kube: episodes at a time (16)",
     )
     bench.add_argument("--turns", type=int, default=5, help="rollout: turns")
     bench.add_argument("--group-size", type=int, default=8, help="rollout: sessions per task (G)")
     bench.add_argument("--workers", type=int, default=2, help="rollout, latency, soak: server worker processes")
     bench.add_argument("--clients", type=int, default=32, help="latency: clients stepping concurrently")
     bench.add_argument("--churners", type=int, default=4, help="latency: clients creating sessions meanwhile")
-    bench.add_argument("--phase-s", type=float, default=10.0, help="latency: seconds per quiet or churn phase")
+    bench.add_argument(
+        "--phase-s",
+        type=float,
+        default=None,
+        help="latency: seconds per quiet or churn phase (10); kube: seconds of quiet rollout before the kill, "
+        "between the kill and the restart, and after (15)",
+    )
     bench.add_argument("--steps", type=int, default=200, help="steps per latency measurement")
     bench.add_argument("--duration-s", type=float, default=3600.0, help="soak: seconds of churn (every env at once)")
     bench.add_argument("--sample-s", type=float, default=30.0, help="soak: seconds between samples")
@@ -239,6 +247,14 @@ def _play(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.profile == "kube":
+        from envhub.bench.kube.play import KubeBenchSettings, run_kube_bench
+
+        settings = KubeBenchSettings(
+            args.env or "searchqa", args.out, args.sessions or 16, quiet_s=args.phase_s or 15.0
+        )
+        return 0 if run_kube_bench(settings)["passed"] else 1
+    args.env = args.env or DEFAULT_ENV
     if args.profile == "rollout":
         from envhub.bench.rollout import RolloutBenchSettings, run_rollout_bench
 
@@ -250,7 +266,9 @@ def _bench(args: argparse.Namespace) -> int:
         from envhub.bench.latency import LatencyBenchSettings, run_latency_bench
 
         run_latency_bench(
-            LatencyBenchSettings(args.env, args.out, args.clients, args.churners, args.phase_s, workers=args.workers)
+            LatencyBenchSettings(
+                args.env, args.out, args.clients, args.churners, args.phase_s or 10.0, workers=args.workers
+            )
         )
         return 0
     if args.profile == "failover":
