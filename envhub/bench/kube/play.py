@@ -111,9 +111,9 @@ class _Episode:
 
 @dataclass
 class _Rollout:
-    """A trainer's rollout loop: `width` episodes at a time, each turn one batched step of every
-    episode (`SessionPort.step_each`), then `think_s` (the policy generating the next actions), a
-    new episode as soon as one ends; until `stop`, then until the episodes under way ended."""
+    """A trainer's rollout loop: `width` episodes at a time; each turn starts episodes in the free
+    slots, makes one batched step of every episode (`SessionPort.step_each`), then waits `think_s`
+    (the policy generating the next actions); until `stop`, then until the episodes under way ended."""
 
     sessions: Sessions
     references: list[Reference]
@@ -121,7 +121,7 @@ class _Rollout:
     think_s: float
     phase: str = "quiet"
     turns: list[tuple[float, float, str]] = field(default_factory=list)
-    """(time the turn's batch was sent, its seconds, the phase it was sent in)."""
+    """(when a turn began, its seconds: the episodes started, then the batched step; the phase then)."""
     completed: int = 0
     steps: int = 0
     differing: list[str] = field(default_factory=list)
@@ -133,9 +133,11 @@ class _Rollout:
 
     def run(self, stop: threading.Event) -> None:
         while self.active or not stop.is_set():
+            began, phase = time.monotonic(), self.phase
             while not stop.is_set() and len(self.active) < self.width:
                 self._start()
             self._turn()
+            self.turns.append((began, time.monotonic() - began, phase))
             stop.wait(self.think_s)
 
     def _start(self) -> None:
@@ -153,13 +155,11 @@ class _Rollout:
     def _turn(self) -> None:
         numbers = list(self.active)
         steps = [(self.active[n].session_id, self.active[n].next_action()) for n in numbers]
-        sent, phase = time.monotonic(), self.phase
         try:
             answers: list[types.EnvView | EnvhubError] = self.sessions.step_each(steps)
         except EnvhubError as error:  # the whole batch failed: every episode in it is lost
             answers = [error] * len(numbers)
         done = time.monotonic()
-        self.turns.append((sent, done - sent, phase))
         for number, answer in zip(numbers, answers, strict=True):
             episode = self.active[number]
             if isinstance(answer, EnvhubError):
@@ -451,8 +451,9 @@ def _write(result: dict[str, Any], out: Path) -> None:
         f"{result['recoveries'] - result['migrations']} from the held snapshot and a replay). Pods start to "
         f"ready: {', '.join(f'{s} s' for s in result['start_to_ready_s'])}; image build {result['build_s']} s.",
         "",
-        "A turn is one batched step of every episode under way (`step_each`), then "
-        f"{settings['think_s']} s of policy time; its seconds per phase, against the first quiet phase:",
+        "A turn starts episodes in the free slots and makes one batched step of every episode under way "
+        f"(`step_each`), then waits {settings['think_s']} s (policy time); its seconds (without the wait) per "
+        "phase, against the first quiet phase:",
         "",
         "| phase | turns | turn p50 ms | turn max ms | p50 / quiet | max / quiet |",
         "|---|---|---|---|---|---|",
