@@ -19,7 +19,16 @@ from envhub.envs.scienceworld import catalog
 from envhub.envs.scienceworld import options as sw_options
 from envhub.envs.scienceworld.environment import ScienceWorldEnvironment
 from envhub.envs.scienceworld.expert import GoldPaths
-from envhub.envs.scienceworld.jvm import DEFAULT_JAVA_OPTS, DEFAULT_SIMULATORS, Jvm, heap_options
+from envhub.envs.scienceworld.jvm import (
+    DEFAULT_JAVA_OPTS,
+    DEFAULT_SIMULATORS,
+    HEAP_STEP,
+    LIVE_PER_SIMULATOR_MB,
+    Jvm,
+    heap_mb,
+    heap_options,
+    planned_simulators,
+)
 
 NONDETERMINISTIC_TASKS: frozenset[str] = frozenset()
 """Task names whose replay the determinism study saw diverge: `summary.nondeterministic` of its committed
@@ -44,16 +53,26 @@ class ScienceWorldKind(EnvironmentKind):
         "java_opts": f"JVM options of each worker's ScienceWorld engine, space-separated (default: "
         f"{' '.join(DEFAULT_JAVA_OPTS)}, plus -Xmx sized from sessions_per_worker unless given)",
         "sessions_per_worker": f"live sessions one worker's JVM may hold; more are refused with "
-        f"RESOURCE_EXHAUSTED (default {DEFAULT_SIMULATORS})",
+        f"RESOURCE_EXHAUSTED (default {DEFAULT_SIMULATORS}; the heap may grow to fit them)",
+        "heap_step": f"sessions the JVM's heap is planned for at first; the plan doubles when outgrown and halves "
+        f"when a quarter of it is in use (default {HEAP_STEP}; ignored when java_opts set -Xmx or another collector)",
     }
 
     def __init__(
-        self, java_opts: Sequence[str] = DEFAULT_JAVA_OPTS, sessions_per_worker: int = DEFAULT_SIMULATORS
+        self,
+        java_opts: Sequence[str] = DEFAULT_JAVA_OPTS,
+        sessions_per_worker: int = DEFAULT_SIMULATORS,
+        heap_step: int = HEAP_STEP,
     ) -> None:
         if sessions_per_worker < 1:
             raise ValueError(f"scienceworld.sessions_per_worker must be at least 1, not {sessions_per_worker}")
-        self._java_opts = heap_options(java_opts, sessions_per_worker)
+        self._java_opts = heap_options(java_opts, sessions_per_worker, heap_step)
         self._sessions_per_worker = sessions_per_worker
+        self._heap_step = heap_step
+        self._resizes = "-XX:+UseSerialGC" in java_opts and not any(opt.startswith("-Xmx") for opt in java_opts)
+        """Whether this kind sizes the heap (with Serial, unless the options fix the heap)."""
+        self.planned = min(heap_step, sessions_per_worker)
+        """Sessions the JVM's heap is planned for now (`jvm.planned_simulators`)."""
         self._live = 0
         self._jvm = Jvm(self._java_opts)
         self._gold_paths = GoldPaths(self._jvm)
@@ -66,10 +85,15 @@ class ScienceWorldKind(EnvironmentKind):
         if not all(opt.startswith("-") for opt in opts):
             raise ValueError(f"scienceworld.java_opts must be JVM options (each starting with '-'), not {opts}")
         cap = whole_number("scienceworld.sessions_per_worker", config.get("sessions_per_worker", DEFAULT_SIMULATORS), 1)
-        return cls(opts, cap)
+        step = whole_number("scienceworld.heap_step", config.get("heap_step", HEAP_STEP), 1)
+        return cls(opts, cap, step)
 
     def config(self) -> Mapping[str, str]:
-        return {"java_opts": " ".join(self._java_opts), "sessions_per_worker": str(self._sessions_per_worker)}
+        return {
+            "java_opts": " ".join(self._java_opts),
+            "sessions_per_worker": str(self._sessions_per_worker),
+            "heap_step": str(self._heap_step),
+        }
 
     @cached_property
     def _specs(self) -> dict[str, list[TaskSpec]]:
@@ -105,12 +129,24 @@ class ScienceWorldKind(EnvironmentKind):
                 "SESSIONS_PER_WORKER",
                 sessions_per_worker=str(self._sessions_per_worker),
             )
+        self._plan_heap(self._live + 1)
         env = ScienceWorldEnvironment(self._jvm, self._gold_paths, on_close=self._released)
         self._live += 1
         return env
 
     def _released(self) -> None:
         self._live -= 1
+        self._plan_heap(self._live)
+
+    def _plan_heap(self, live: int) -> None:
+        """Resize the JVM's heap when `live` simulators call for another plan (`jvm.planned_simulators`)."""
+        planned = planned_simulators(live, self.planned, self._sessions_per_worker, self._heap_step)
+        if planned == self.planned or not self._resizes:
+            return
+        growing = planned > self.planned
+        self.planned = planned
+        if self._jvm.started:  # else it starts with the first plan's heap
+            self._jvm.resize_heap(heap_mb(planned), 4 + live * LIVE_PER_SIMULATOR_MB if growing else None)
 
     def close(self) -> None:
         self._gold_paths.close()

@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from envhub.client import EnvhubClient, EnvhubError
-from envhub.envs.scienceworld.jvm import BASE_HEAP_MB, HEAP_PER_SIMULATOR_MB, heap_options
+from envhub.envs.scienceworld.jvm import HEAP_STEP, YOUNG_MB, heap_mb, heap_options
 from envhub.envs.scienceworld.kind import ScienceWorldKind
 from envhub.server.background import BackgroundServer
 
@@ -48,14 +48,22 @@ def test_cap_refuses_create_fork_and_restore_and_frees_on_close() -> None:
         _refused(lambda: client.create_session("scienceworld", task=TASK))
 
 
-def test_heap_is_sized_from_the_cap_unless_given() -> None:
-    sized = f"{BASE_HEAP_MB + 10 * HEAP_PER_SIMULATOR_MB}m"
-    assert heap_options(["-XX:+UseSerialGC"], 10) == (f"-Xms{sized}", f"-Xmx{sized}", "-XX:+UseSerialGC")
+def test_heap_is_planned_in_steps_up_to_the_cap_unless_given() -> None:
+    assert heap_options(["-XX:+UseSerialGC"], 160) == (
+        f"-Xms{heap_mb(HEAP_STEP)}m",
+        f"-Xmx{heap_mb(160)}m",
+        f"-Xmn{YOUNG_MB}m",
+        "-XX:MinHeapFreeRatio=10",
+        "-XX:MaxHeapFreeRatio=40",
+        "-XX:+UseSerialGC",
+    )
+    assert heap_options([], 4)[:2] == (f"-Xms{heap_mb(4)}m", f"-Xmx{heap_mb(4)}m")  # a cap below the first step
     assert heap_options(["-Xmx3g"], 10) == ("-Xmx3g",)
-    config = ScienceWorldKind.from_config({"sessions_per_worker": "4"}).config()
-    assert config["sessions_per_worker"] == "4"
-    assert f"-Xmx{BASE_HEAP_MB + 4 * HEAP_PER_SIMULATOR_MB}m" in config["java_opts"].split()
-    with pytest.raises(ValueError, match="sessions_per_worker"):
-        ScienceWorldKind.from_config({"sessions_per_worker": "many"})
-    with pytest.raises(ValueError, match="sessions_per_worker"):
-        ScienceWorldKind.from_config({"sessions_per_worker": "0"})
+    config = ScienceWorldKind.from_config({"sessions_per_worker": "4", "heap_step": "2"}).config()
+    assert config["sessions_per_worker"] == "4" and config["heap_step"] == "2"
+    assert f"-Xmx{heap_mb(4)}m" in config["java_opts"].split()
+    assert f"-Xms{heap_mb(2)}m" in config["java_opts"].split()
+    for key in ("sessions_per_worker", "heap_step"):
+        for bad in ("many", "0"):
+            with pytest.raises(ValueError, match=key):
+                ScienceWorldKind.from_config({key: bad})
