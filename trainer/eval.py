@@ -10,6 +10,7 @@ from pathlib import Path
 from trainer.config import TrainerConfig
 from trainer.episodes_html import write_sample_episodes
 from trainer.rollout import SamplingSettings
+from trainer.rollout.group import TurnCallback
 from trainer.runs import env_targets, trajectory_metrics
 from trainer.workers import RolloutWorker, TeacherWorker
 
@@ -25,6 +26,8 @@ class EvalResult:
     mean_turns: float
     invalid_turn_ratio: float
     wall_s: float
+    task_success: tuple[float, ...] = ()
+    """Success of each task (mean over its `samples` episodes), in task order: what a bootstrap over tasks resamples."""
 
 
 def evaluate(
@@ -37,13 +40,14 @@ def evaluate(
     samples: int = 1,
     temperature: float | None = None,
     html: str | Path | None = None,
+    on_turn: TurnCallback | None = None,
 ) -> EvalResult:
     """Success of `policy` (default: the student) over `samples` episodes per task.
 
     The tasks are `task_ids`, else the first `eval.num_tasks` tasks of `env.eval_split`; the
     temperature is `eval.temperature` unless given. The success rate is the mean over all episodes.
     With `html`, the first `HTML_EPISODES` (trainer.episodes_html) episodes are written there as a page (gap shaded
-    when `models.teacher` is set).
+    when `models.teacher` is set). `on_turn` hears after every lock-step turn how far the episodes got.
     """
     path = policy or config.models.student
     if targets is None:
@@ -57,6 +61,7 @@ def evaluate(
                 samples=samples,
                 temperature=temperature,
                 html=html,
+                on_turn=on_turn,
             )
     plain = config.model_copy(deep=True)
     plain.rollout.strategy = "group"  # evaluation plays the policy alone: no takeover, no branching
@@ -70,7 +75,7 @@ def evaluate(
             temperature=config.eval.temperature if temperature is None else temperature,
             seed=seed,
         )
-        trajectories, stats = worker.run([(task_id, seed) for task_id in ids], sampling, group_size=samples)
+        trajectories, stats = worker.run([(task_id, seed) for task_id in ids], sampling, samples, on_turn)
     finally:
         worker.close()
     if html is not None:
@@ -85,6 +90,9 @@ def evaluate(
         mean_turns=metrics["eval/mean_turns"],
         invalid_turn_ratio=stats.invalid_turns / max(stats.turns, 1),
         wall_s=stats.wall_s,
+        task_success=tuple(
+            sum(t.won for t in trajectories[i * samples : (i + 1) * samples]) / samples for i in range(len(ids))
+        ),
     )
 
 

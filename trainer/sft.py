@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -14,6 +16,24 @@ from trainer.backends.hf import HFBackend
 
 Example = tuple[list[int], list[int]]
 """(prompt token ids, response token ids); the response usually ends with EOS."""
+LrSchedule = Literal["constant", "cosine"]
+WARMUP_SHARE = 0.05
+"""`cosine` schedule: share of the steps spent warming the learning rate up linearly from lr / warm-up steps."""
+FINAL_LR_SHARE = 0.1
+"""`cosine` schedule: the last step's learning rate as a share of `lr`."""
+
+
+def lr_factor(schedule: LrSchedule, done: int, steps: int) -> float:
+    """Learning-rate multiplier before step `done + 1` of `steps` under `schedule` (see `sft_train`)."""
+    if schedule == "constant":
+        return 1.0
+    if schedule != "cosine":
+        raise ValueError(f"unknown SFT schedule {schedule!r}; known: constant, cosine")
+    warmup = max(1, round(WARMUP_SHARE * steps))
+    if done < warmup:
+        return (done + 1) / warmup
+    progress = (done - warmup) / max(1, steps - warmup)
+    return FINAL_LR_SHARE + (1.0 - FINAL_LR_SHARE) * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
 def _collate(batch: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -59,11 +79,14 @@ def sft_train(
     weight_decay: float = 0.0,
     log_fn: Callable[[dict[str, float]], None] | None = None,
     log_every: int = 10,
+    schedule: LrSchedule = "constant",
 ) -> dict[str, float]:
     """Train `model` in place for `steps` AdamW steps; returns {first_loss, last_loss, steps, tokens, seconds}.
 
     The loss is the mean cross-entropy over response tokens of a batch of about `batch_tokens` tokens;
-    gradients are clipped to `max_grad_norm`. `log_fn` receives {step, loss, grad_norm} every `log_every` steps.
+    gradients are clipped to `max_grad_norm`. `log_fn` receives {step, loss, grad_norm, lr} every `log_every`
+    steps. `schedule`: `constant` (`lr` throughout) or `cosine` (linear warm-up over the first
+    `WARMUP_SHARE` of the steps, then cosine decay to `FINAL_LR_SHARE` x `lr`).
     """
     if not examples:
         raise ValueError("sft_train needs at least one example")
@@ -73,6 +96,7 @@ def sft_train(
     torch.manual_seed(seed)
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: lr_factor(schedule, done, steps))
     model.train()
     pending: list[list[Example]] = []
     losses: list[float] = []
@@ -87,10 +111,12 @@ def sft_train(
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         optimizer.step()
+        current_lr = float(scheduler.get_last_lr()[0])
+        scheduler.step()
         losses.append(loss.item())
         tokens += int(mask.sum())
         if log_fn is not None and (step % log_every == 0 or step == steps):
-            log_fn({"step": float(step), "loss": losses[-1], "grad_norm": float(grad_norm)})
+            log_fn({"step": float(step), "loss": losses[-1], "grad_norm": float(grad_norm), "lr": current_lr})
     model.eval()
     return {
         "first_loss": losses[0] if losses else float("nan"),

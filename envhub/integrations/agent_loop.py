@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from envhub.client.chat import ChatTokens
 from envhub.integrations.batching import StepBatcher
-from envhub.integrations.chat import ChatTokens
 from envhub.integrations.text import Render, parse_action, render_turn
 
 

@@ -28,7 +28,7 @@ import torch
 from datasets import Dataset
 
 from envhub.client import EnvView, SessionPort, Sessions
-from envhub.integrations.chat import ChatTokens
+from envhub.client.chat import ChatTokens
 from envhub.integrations.text import Render, parse_action, render_turn
 
 TASK_LINE = "envhub task {task_id}\n"

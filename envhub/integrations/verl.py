@@ -22,9 +22,9 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
 from envhub.client import Sessions
+from envhub.client.chat import ChatTokens
 from envhub.integrations.agent_loop import play_episode
 from envhub.integrations.batching import StepBatcher
-from envhub.integrations.chat import ChatTokens
 
 _BATCHERS: dict[tuple[str, ...], StepBatcher] = {}
 

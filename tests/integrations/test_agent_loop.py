@@ -12,9 +12,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from envhub.client import Sessions
+from envhub.client.chat import ChatTokens
 from envhub.integrations.agent_loop import play_episode
 from envhub.integrations.batching import StepBatcher
-from envhub.integrations.chat import ChatTokens
 
 
 class _TinyServer:

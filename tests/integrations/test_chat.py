@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from transformers import AutoTokenizer
 
-from envhub.integrations.chat import ChatTokens
+from envhub.client.chat import ChatTokens
 
 QWEN3 = "qwen3.jinja"
 

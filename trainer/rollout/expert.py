@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,13 +45,24 @@ def play_expert(port: SessionPort, task_id: str, *, seed: int, max_turns: int) -
 
 
 def collect_expert(
-    port: SessionPort, task_ids: Sequence[str], *, max_turns: int = 30, seed: int = 0, threads: int = 8
+    port: SessionPort,
+    task_ids: Sequence[str],
+    *,
+    max_turns: int = 30,
+    seed: int = 0,
+    threads: int = 8,
+    on_episode: Callable[[ExpertEpisode], None] | None = None,
 ) -> list[ExpertEpisode]:
-    """Expert episodes of `task_ids`, played concurrently."""
+    """Expert episodes of `task_ids` (in that order), played concurrently; `on_episode` hears each as it ends."""
+
+    def play(task_id: str) -> ExpertEpisode:
+        episode = play_expert(port, task_id, seed=seed, max_turns=max_turns)
+        if on_episode is not None:
+            on_episode(episode)
+        return episode
+
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(
-            pool.map(lambda task_id: play_expert(port, task_id, seed=seed, max_turns=max_turns), list(task_ids))
-        )
+        return list(pool.map(play, list(task_ids)))
 
 
 def action_text(action: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from envhub.client import EnvhubError, EnvView, SessionPort, StatusCode
 from trainer.backends.base import Generation, GenerationBackend, SamplingSettings
-from trainer.prompts import PastStep, PromptRenderer, PromptState, encode_user_turn
+from trainer.prompts import PastStep, PromptRenderer, PromptState, encode_follow_up, encode_user_turn
 from trainer.rollout.takeover import ProgressTracker, Recovery
 from trainer.rollout.types import Trajectory, Turn
 
@@ -31,6 +31,21 @@ TRUNCATION_POLICIES: tuple[str, ...] = ("invalid", "mask")
 PROMPT_TAIL_SHARE = 3
 """When even a history-free prompt is too long, its middle is cut: the last 1/3 of the budget keeps
 the template's closing instructions and the assistant header, the rest keeps its head."""
+
+
+@dataclass(frozen=True)
+class TurnProgress:
+    """How far a lock-step rollout got after one turn (for progress bars)."""
+
+    turn: int
+    """Turns played so far (1 after the first)."""
+    finished: int
+    """Episodes that ended (done or dropped)."""
+    episodes: int
+    """Episodes in the rollout."""
+
+
+TurnCallback = Callable[[TurnProgress], None]
 
 
 @dataclass(frozen=True)
@@ -166,7 +181,11 @@ class GroupRollout:
         self._pool.shutdown(wait=True)
 
     def run(
-        self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
+        self,
+        tasks: Sequence[tuple[str, int]],
+        sampling: SamplingSettings,
+        group_size: int | None = None,
+        on_turn: TurnCallback | None = None,
     ) -> tuple[list[Trajectory], RolloutStats]:
         """Play `group_size` episodes of each (task_id, seed); trajectories come back in group order."""
         stats = RolloutStats()
@@ -174,18 +193,27 @@ class GroupRollout:
         size = group_size or self.settings.group_size
         groups = self.map(lambda item: self._start_group(item[0], *item[1], size), list(enumerate(tasks)))
         episodes = [episode for group in groups for episode in group]
-        self.play(episodes, sampling, stats)
+        self.play(episodes, sampling, stats, on_turn)
         stats.wall_s = time.perf_counter() - start
         return [e.trajectory for e in episodes], stats
 
-    def play(self, episodes: Sequence[Episode], sampling: SamplingSettings, stats: RolloutStats) -> None:
-        """Advance `episodes` in lock-step until each is done or dropped, then close their sessions."""
+    def play(
+        self,
+        episodes: Sequence[Episode],
+        sampling: SamplingSettings,
+        stats: RolloutStats,
+        on_turn: TurnCallback | None = None,
+    ) -> None:
+        """Advance `episodes` in lock-step until each is done or dropped, then close their sessions;
+        `on_turn` hears after every turn how far the episodes got."""
         try:
             turn = 0
             while active := [e for e in episodes if e.active]:
                 seed = None if sampling.seed is None else sampling.seed + turn
                 self._turn(active, sampling, seed, stats)
                 turn += 1
+                if on_turn is not None:
+                    on_turn(TurnProgress(turn, sum(not e.active for e in episodes), len(episodes)))
         finally:
             self.map(lambda e: self._close(e.view.session_id), episodes)
 
@@ -307,9 +335,10 @@ class GroupRollout:
         episode.view = view
 
     def _prompt_ids(self, episode: Episode, stats: RolloutStats) -> list[int]:
-        """The turn's prompt. `full` mode: the whole context so far (never cut: `env.max_turns` bounds
-        it). `history` mode: within `max_prompt_tokens` by showing fewer history steps; the task and
-        instructions are never cut (the last resort cuts the middle: observation, admissible list)."""
+        """The turn's prompt. `full` mode: the whole context so far plus the follow-up user turn (chat template
+        applied once, no repeated system prompt; never cut: `env.max_turns` bounds it). `history` mode: within
+        `max_prompt_tokens` by showing fewer history steps; the task and instructions are never cut (the last
+        resort cuts the middle: observation, admissible list)."""
         state = PromptState(
             task_description=episode.task_description,
             observation=episode.view.text,
@@ -317,7 +346,11 @@ class GroupRollout:
             past=episode.past,
         )
         if self.renderer.context == "full":
-            return episode.context + encode_user_turn(self.tokenizer, self.renderer.render(state))
+            text = self.renderer.render(state)
+            if not episode.context:
+                return encode_user_turn(self.tokenizer, text)
+            closed = episode.context[-1] == self.tokenizer.eos_token_id
+            return episode.context + encode_follow_up(self.tokenizer, text, closed)
         limit = self.settings.max_prompt_tokens
         shown = min(len(episode.past), self.renderer.history_length)
         for history in range(shown, -1, -1):

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 
 from envhub.core.registry import kind_class
@@ -46,8 +47,11 @@ class LocalServer:
         host: str = "localhost",
         advertise: str | None = None,
         prepare: Mapping[str, int] | None = None,
+        log: str | Path | None = None,
     ) -> None:
         self.environment = environment
+        self.log = Path(log) if log is not None else None
+        """File the server's stderr (its log) goes to; None: this process's stderr."""
         self.advertise = advertise or host
         """The host others reach the server at (`address`); `host` is what it binds."""
         chosen = LOCAL_SETTINGS.get(environment, {}) if settings is None else settings
@@ -65,11 +69,11 @@ class LocalServer:
         command += [item for key, value in chosen.items() for item in ("--set", f"{key}={value}")]
         counts = [f"{split}:{count}" for split, count in (prepare or {}).items() if count > 0]
         command += ["--prepare", ",".join(counts)] if counts else []
-        self.process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        if self.log is not None:
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as files:
+            stderr = files.enter_context(self.log.open("w")) if self.log is not None else None
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
         self.port = self._wait_ready(start_timeout_s)
 
     @property
@@ -88,7 +92,8 @@ class LocalServer:
         self.stop()
         raise RuntimeError(
             f"the local {self.environment} server did not start (exit code {self.process.returncode}); "
-            f"run `python -m trainer.rollout.local_server --env {self.environment}` to see why "
+            + (f"its log: {self.log}; " if self.log is not None else "")
+            + f"run `python -m trainer.rollout.local_server --env {self.environment}` to see why "
             f"(is the envhub[{self.environment}] extra installed?)"
         )
 

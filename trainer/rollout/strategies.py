@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from envhub.client import SessionPort
 from trainer.backends.base import GenerationBackend
 from trainer.prompts import PromptRenderer
-from trainer.rollout.group import GroupRollout, RolloutSettings, RolloutStats, SamplingSettings
+from trainer.rollout.group import GroupRollout, RolloutSettings, RolloutStats, SamplingSettings, TurnCallback
 from trainer.rollout.types import Trajectory
 
 
@@ -42,9 +42,14 @@ class RolloutStrategy(Protocol):
     """What a rollout worker runs."""
 
     def run(
-        self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
+        self,
+        tasks: Sequence[tuple[str, int]],
+        sampling: SamplingSettings,
+        group_size: int | None = None,
+        on_turn: TurnCallback | None = None,
     ) -> tuple[list[Trajectory], RolloutStats]:
-        """Trajectories for each (task id, env seed); `group_size` overrides the settings' G."""
+        """Trajectories for each (task id, env seed); `group_size` overrides the settings' G; `on_turn` hears
+        after every lock-step turn how far the episodes got."""
         ...
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ import torch
 
 from trainer.config import TrainerConfig
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
+from trainer.rollout.group import TurnCallback
 from trainer.rollout.strategies import RolloutParts, make_hooks, make_strategy
 from trainer.workers.executor import method_name
 from trainer.workers.factory import make_env_port, make_generation_backend, make_renderer, rollout_settings
@@ -43,10 +44,15 @@ class RolloutWorker:
         return True
 
     def run(
-        self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
+        self,
+        tasks: Sequence[tuple[str, int]],
+        sampling: SamplingSettings,
+        group_size: int | None = None,
+        on_turn: TurnCallback | None = None,
     ) -> Played:
-        """`group_size` trajectories of each (task id, env seed), and the counters of the call."""
-        return self._hooked(self.rollout.run(tasks, sampling, group_size))
+        """`group_size` trajectories of each (task id, env seed), and the counters of the call (`on_turn`:
+        progress after every lock-step turn, in this process only)."""
+        return self._hooked(self.rollout.run(tasks, sampling, group_size, on_turn))
 
     def play(self, phase: Callable[Concatenate[Any, P], Played], *args: P.args, **kwargs: P.kwargs) -> Played:
         """A phase of this worker's strategy beyond `run`, by reference to the strategy's own method (e.g.

@@ -12,7 +12,7 @@ import pytest
 from envhub.envs.webshop.kind import WebShopKind
 from trainer.cli import _parser, main
 from trainer.config import load_config
-from trainer.quickstart import ENV_OVERRIDES
+from trainer.quickstart.run import ENV_OVERRIDES
 from trainer.rollout.local_server import LocalServer
 
 

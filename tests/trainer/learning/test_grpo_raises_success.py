@@ -19,7 +19,7 @@ import pytest
 from trainer.config import load_config
 from trainer.driver import train
 from trainer.eval import evaluate
-from trainer.quickstart import expert_episodes, make_models, sft_from_expert
+from trainer.quickstart.models import expert_episodes, make_models, sft_from_expert
 
 EXPERT_GAMES = 128
 """Training games the observed expert plays for the tokenizer text and the warm-start SFT examples."""

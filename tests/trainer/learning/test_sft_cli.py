@@ -10,7 +10,7 @@ import pytest
 
 from trainer.cli import main
 from trainer.models.loading import load_model, load_tokenizer
-from trainer.quickstart import SFT_MARKER
+from trainer.quickstart.models import SFT_MARKER
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:

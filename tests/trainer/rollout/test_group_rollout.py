@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +18,7 @@ from trainer.models.loading import load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
 from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings
+from trainer.rollout.group import TurnProgress
 
 STOP_STRINGS = action_format("alfworld").stop
 
@@ -156,3 +158,33 @@ def test_env_options_reach_the_server(alfworld_server: str) -> None:
         assert caught.value.reason == "BAD_OPTION"
     finally:
         client.close()
+
+
+def test_full_context_continues_one_chat_and_reports_each_turn(port: Sessions, tiny_models: TinyModels) -> None:
+    """`full` mode with a real template that adds a default system prompt (Qwen2.5's, as TRL ships it): each turn's
+    prompt is the previous prompt + response + the follow-up user turn; the system prompt appears once."""
+    trl = pytest.importorskip("trl")
+    from importlib import resources
+
+    tok = load_tokenizer(tiny_models.student)
+    tok.chat_template = (resources.files(trl) / "chat_templates" / "qwen2_5.jinja").read_text()
+    backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
+    scripted = _ScriptedBackend(backend, tok, ["<action>look</action><|im_end|>"])
+    renderer = PromptRenderer("alfworld", style="compact", context="full")
+    rollout = GroupRollout(port, scripted, tok, renderer, RolloutSettings(group_size=2, max_turns=3))  # type: ignore[arg-type]
+    heard: list[TurnProgress] = []
+    try:
+        trajs, _ = rollout.run([("train/00004", 0)], SamplingSettings(max_new_tokens=8), on_turn=heard.append)
+    finally:
+        rollout.close()
+    assert heard == [TurnProgress(1, 0, 2), TurnProgress(2, 0, 2), TurnProgress(3, 2, 2)]
+    turns = trajs[0].turns
+    assert len(turns) == 3
+    for before, after in itertools.pairwise(turns):
+        assert after.prompt_ids[: len(before.prompt_ids) + len(before.response_ids)] == [
+            *before.prompt_ids,
+            *before.response_ids,
+        ]
+    last = tok.decode(turns[-1].prompt_ids)
+    assert last.count("You are Qwen, created by Alibaba Cloud") == 1 and last.count("<|im_start|>user\n") == 3
+    assert last.endswith("<|im_start|>assistant\n") and "<|im_end|>\n<|im_start|>user\nObservation: " in last

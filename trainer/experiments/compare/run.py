@@ -16,7 +16,7 @@ from trainer.eval import EvalResult, evaluate
 from trainer.experiments.compare.lr_search import SEARCH_RECORD, SearchResult, search_result
 from trainer.experiments.compare.spec import Arm, CompareSpec
 from trainer.metrics import read_metrics
-from trainer.quickstart import SFT_MARKER, expert_episodes, make_models, sft_from_expert
+from trainer.quickstart.models import SFT_MARKER, expert_episodes, make_models, sft_from_expert
 from trainer.rollout.local_server import LocalServer
 from trainer.workers.learner import latest_checkpoint
 

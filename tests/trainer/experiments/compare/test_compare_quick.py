@@ -17,7 +17,7 @@ ARMS = ["divopd", "branchopd", "atod"]  # in the config's order
 
 def cheap_models(models: Path, comparison: str = "atod-ablation") -> None:
     """The comparison's SFT teacher and warm student, made with a few SFT steps (compare reuses them as is)."""
-    from trainer.quickstart import expert_episodes, make_models, sft_from_expert
+    from trainer.quickstart.models import expert_episodes, make_models, sft_from_expert
     from trainer.rollout.local_server import LocalServer
 
     spec = load_spec(comparison)

