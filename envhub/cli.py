@@ -275,7 +275,7 @@ def _bench(args: argparse.Namespace) -> int:
         from envhub.bench.failover import FailoverBenchSettings, run_failover_bench
 
         run_failover_bench(
-            FailoverBenchSettings(args.env, args.out, args.sessions or 1024, args.group_size, args.turns, args.workers)
+            FailoverBenchSettings(args.env, args.out, args.sessions or 1024, args.group_size, workers=args.workers)
         )
         return 0
     if args.profile == "soak":
