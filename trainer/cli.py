@@ -94,6 +94,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train nothing: report the runs already finished in --out (a stopped comparison), with the baselines",
     )
+    p = sub.add_parser("summary", help="Peak, Final-5, nAUC and cost/speedup to a target success of finished runs")
+    p.add_argument("runs", nargs="+", help="run folders (output_dir of `trainer train`)")
+    p.add_argument("--target", type=float, help="target held-out success tau for costs and speedups")
+    p.add_argument("--baseline", help="run folder the speedups are measured against (e.g. vanilla OPD)")
     p = sub.add_parser("bench", help="learner overhead and rollout throughput benchmarks")
     p.add_argument("--out", default="docs/results", help="folder for trainer-bench.json / .md")
     p.add_argument("--repeats", type=int, default=5)
@@ -155,6 +159,13 @@ def _run(args: argparse.Namespace) -> int:
             sizes["seeds"] = args.seeds
         out = args.out or default_out
         compare(args.config, out, args.models, quick=args.quick, sizes=sizes, arms=arms, report_only=args.report_only)
+        return 0
+    if args.command == "summary":
+        from trainer.run_summary import summary_table
+
+        if args.baseline and args.target is None:
+            raise ConfigError("--baseline needs --target (the speedup is a ratio of costs to reach it)")
+        print(summary_table(args.runs, args.target, args.baseline))
         return 0
     if args.command == "bench":
         from trainer.experiments.bench import run_bench

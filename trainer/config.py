@@ -97,6 +97,17 @@ class EnvConfig(_Section):
     )
     train_split: str = Field("train", description="Split the training tasks come from.")
     eval_split: str = Field("valid_unseen", description="Held-out split used by `trainer eval`.")
+    eval_splits: list[str] = Field(
+        default_factory=list,
+        description="Held-out splits evaluated together, each reported and their mean (the papers' ALFWorld "
+        "[valid_seen, valid_unseen]: in and out of distribution); empty: [eval_split].",
+    )
+    server_settings: dict[str, str] = Field(
+        default_factory=dict,
+        description="Settings of the servers the trainer starts itself (targets `local`), as `envhub serve --set "
+        "<env>.KEY=VALUE` (the quickstart's {rooms: small}: ALFWorld's short games); empty: the environment's own "
+        "defaults (ALFWorld: whole rooms, as the papers).",
+    )
     task_ids: list[str] = Field(
         default_factory=list, description="Explicit training task ids; empty means every task of `train_split`."
     )
@@ -110,6 +121,11 @@ class EnvConfig(_Section):
         description="Options of every new session (CreateSession options, e.g. a ScienceWorld simplification).",
     )
     step_timeout_s: float = Field(30.0, gt=0, description="Deadline of one Step call.")
+
+    def held_out_splits(self) -> list[str]:
+        """The splits held-out evaluation plays: `eval_splits`, else `[eval_split]`."""
+        return list(self.eval_splits) or [self.eval_split]
+
     step_retries: int = Field(1, ge=0, description="Retries of a failed step from the turn's snapshot before dropping.")
 
     @model_validator(mode="after")
@@ -185,7 +201,12 @@ class PbrSection(_Section):
         description="PBR rules scanning every response (e.g. stray_close_think, eos_after_answer); empty: PBR off.",
     )
     weight: float = Field(0.01, ge=0, description="lambda, the weight of the PBR term.")
-    cap: float | None = Field(0.02, gt=0, description="Cap on each weighted PBR term (None: no cap).")
+    cap: float | None = Field(0.02, gt=0, description="Cap on each PBR term (None: no cap).")
+    cap_on: Literal["weighted", "term"] = Field(
+        "weighted",
+        description="Where the cap applies (the paper leaves it open): `weighted` min(lambda * u, cap) "
+        "(OBJECTIVES.md), `term` lambda * min(u, cap).",
+    )
 
     @model_validator(mode="after")
     def _check_rules(self) -> PbrSection:
@@ -309,6 +330,10 @@ class PlacementConfig(_Section):
     )
 
 
+NoProgressRule = Literal["unparsable", "inadmissible", "repeat_action", "repeat_observation"]
+NO_PROGRESS_DEFAULT: tuple[NoProgressRule, ...] = ("unparsable", "inadmissible", "repeat_action", "repeat_observation")
+
+
 class RecoveryConfig(_Section):
     """Teacher takeover of no-progress rollouts (DivOPD `+R`, `rollout.strategy: recovery`); off at evaluation."""
 
@@ -318,6 +343,11 @@ class RecoveryConfig(_Section):
     takeover_turns: int = Field(2, ge=1, description="Most turns the teacher acts before handing back.")
     rewind: bool = Field(
         True, description="First restore the session to the snapshot of the last turn that made progress."
+    )
+    no_progress: list[NoProgressRule] = Field(
+        default_factory=lambda: list(NO_PROGRESS_DEFAULT),
+        description="What counts as a turn without progress (the paper names no rule): an unparsable action, one "
+        "not in a concrete admissible list, or an action / observation repeated within the last `patience` turns.",
     )
 
 
@@ -365,8 +395,16 @@ class EvalConfig(_Section):
     every: int = Field(
         0,
         ge=0,
-        description="Every N training steps, one episode on each of the first num_tasks tasks of env.eval_split "
-        "with the current weights, logged as eval/* and plotted (0: only `trainer eval`).",
+        description="Every N training steps, one episode on each of the first num_tasks tasks of every held-out split "
+        "with the current weights (the async driver: the learner's, on an evaluator of its own), logged as eval/* "
+        "and plotted (0: only `trainer eval`).",
+    )
+    target_success: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Target held-out success tau: summary.json gives the updates, trained tokens and learner "
+        "seconds to first reach it (the DivOPD paper's cost to tau; `trainer summary --baseline` the speedups).",
     )
 
 

@@ -45,6 +45,8 @@ def nauc(steps: Sequence[int], success: Sequence[float], horizon: int | None = N
     at `horizon`, default its last step, and needs a point at or before it). None with fewer than 2 points."""
     if len(steps) != len(success):
         raise ValueError(f"{len(steps)} steps but {len(success)} success values")
+    if not steps:
+        return None
     end = steps[-1] if horizon is None else horizon
     points = [(s, v) for s, v in zip(steps, success, strict=True) if s <= end]
     if len(points) < 2 or end <= points[0][0]:

@@ -9,7 +9,7 @@ With `divopd.enabled` the run is asynchronous instead (`trainer.async_driver`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tqdm import tqdm
@@ -17,32 +17,29 @@ from tqdm import tqdm
 from trainer.batching import SyncGroups
 from trainer.config import TrainerConfig
 from trainer.episodes_html import write_sample_episodes
+from trainer.held_out import held_out_tasks, play_held_out
 from trainer.metrics import PLOTTED, MetricsLogger
 from trainer.models.loading import load_tokenizer
 from trainer.objectives import diagnostics as names
 from trainer.objectives.registry import get_objective
 from trainer.rollout import SamplingSettings, Trajectory
 from trainer.rollout.strategies import get_strategy
-from trainer.runs import TaskSampler, TrainResult, env_targets, evaluation_tasks, training_tasks, trajectory_metrics
+from trainer.run_summary import write_summary
+from trainer.runs import TaskSampler, TrainResult, env_targets, training_tasks, trajectory_metrics
 from trainer.workers import WorkerGroup, latest_checkpoint
 
 
 def periodic_eval(
-    config: TrainerConfig, workers: WorkerGroup, task_ids: Sequence[str], html: Path | None = None
+    config: TrainerConfig, workers: WorkerGroup, tasks: Mapping[str, Sequence[str]], html: Path | None = None
 ) -> dict[str, float]:
-    """One episode per held-out task with the current weights at `eval.temperature` (fixed seeds, so
-    successive evaluations compare): `eval/success_rate`, `eval/mean_turns`, `eval/invalid_turn_ratio`.
-    With `html`, sample episodes are written there (teacher gap shaded when the run has a teacher)."""
-    sampling = SamplingSettings(
-        max_new_tokens=config.rollout.max_new_tokens, temperature=config.eval.temperature, seed=config.seed
-    )
-    trajectories, stats = workers.rollout([(task_id, config.seed) for task_id in task_ids], sampling, group_size=1)
+    """The held-out protocol (`play_held_out`) with the current weights: `eval/success_rate`, `eval/mean_turns`,
+    `eval/invalid_turn_ratio` (the mean over the splits; with several, also `eval/<split>/*`). With `html`,
+    sample episodes are written there (teacher gap shaded when the run has a teacher)."""
+    metrics, played = play_held_out(config, lambda t, s: workers.rollout(t, s, group_size=1), tasks)
     if html is not None:
         score = workers.score if workers.teacher is not None else None
         tokenizer = load_tokenizer(config.models.student)
-        write_sample_episodes(trajectories, tokenizer, html, f"held-out episodes at step {html.stem}", score)
-    metrics = trajectory_metrics(trajectories, "eval")
-    metrics["eval/invalid_turn_ratio"] = stats.invalid_turns / max(stats.turns, 1)
+        write_sample_episodes(played, tokenizer, html, f"held-out episodes at step {html.stem}", score)
     return metrics
 
 
@@ -111,7 +108,7 @@ def _loop(
     draws = start * config.rollout.tasks_per_step
     sampler = TaskSampler(training_tasks(config, workers), config.seed, start_draw=draws)
     composer = SyncGroups(config.prompt.context)
-    eval_tasks = evaluation_tasks(config, workers) if config.eval.every else []
+    eval_tasks = held_out_tasks(config, workers) if config.eval.every else {}
     logger = MetricsLogger.for_run(config, out)
     checkpoint = resume_from
     metrics: dict[str, float] = {}
@@ -135,4 +132,5 @@ def _loop(
         bar.close()
         logger.close()
     logger.plot((*PLOTTED, *get_strategy(config.rollout.strategy).plotted))
+    write_summary(out, config.eval.target_success)
     return TrainResult(out, workers.global_step(), checkpoint, metrics)

@@ -1,17 +1,19 @@
-"""`trainer eval`: success rate and mean turns on held-out tasks (one episode each, temperature 0.4)."""
+"""`trainer eval`: success rate and mean turns on held-out tasks (one episode each, temperature 0.4), over every
+held-out split (`env.eval_splits`: each reported, and their mean)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainer.config import TrainerConfig
 from trainer.episodes_html import write_sample_episodes
+from trainer.held_out import combine_splits, held_out_tasks, outcome_metrics
 from trainer.rollout import SamplingSettings
 from trainer.rollout.group import TurnCallback
-from trainer.runs import env_targets, trajectory_metrics
+from trainer.runs import env_targets
 from trainer.workers import RolloutWorker, TeacherWorker
 
 
@@ -28,6 +30,9 @@ class EvalResult:
     wall_s: float
     task_success: tuple[float, ...] = ()
     """Success of each task (mean over its `samples` episodes), in task order: what a bootstrap over tasks resamples."""
+    per_split: dict[str, dict[str, float]] = field(default_factory=dict)
+    """With several held-out splits, each split's success_rate, mean_turns, invalid_turn_ratio and tasks; the
+    fields above are then their mean (each split weighs the same) and `split` names them joined by '+'."""
 
 
 def evaluate(
@@ -44,8 +49,9 @@ def evaluate(
 ) -> EvalResult:
     """Success of `policy` (default: the student) over `samples` episodes per task.
 
-    The tasks are `task_ids`, else the first `eval.num_tasks` tasks of `env.eval_split`; the
-    temperature is `eval.temperature` unless given. The success rate is the mean over all episodes.
+    The tasks are `task_ids`, else the first `eval.num_tasks` tasks of each held-out split (`env.eval_splits`,
+    else `env.eval_split`); the temperature is `eval.temperature` unless given. A split's success rate is the mean
+    over its episodes; with several splits the result is their mean and `per_split` holds each.
     With `html`, the first `HTML_EPISODES` (trainer.episodes_html) episodes are written there as a page (gap shaded
     when `models.teacher` is set). `on_turn` hears after every lock-step turn how far the episodes got.
     """
@@ -66,33 +72,38 @@ def evaluate(
     plain = config.model_copy(deep=True)
     plain.rollout.strategy = "group"  # evaluation plays the policy alone: no takeover, no branching
     worker = RolloutWorker(plain, targets[0], policy_path=path)
+    sampling = SamplingSettings(
+        max_new_tokens=config.rollout.max_new_tokens,
+        temperature=config.eval.temperature if temperature is None else temperature,
+        seed=seed,
+    )
+    played, per_split, task_success, wall_s = [], {}, [], 0.0
     try:
-        ids = list(task_ids or worker.task_ids(config.env.eval_split, config.env.families)[: config.eval.num_tasks])
-        if not ids:
-            raise ValueError(f"split {config.env.eval_split!r} has no tasks on {targets[0]}; set env.eval_split")
-        sampling = SamplingSettings(
-            max_new_tokens=config.rollout.max_new_tokens,
-            temperature=config.eval.temperature if temperature is None else temperature,
-            seed=seed,
-        )
-        trajectories, stats = worker.run([(task_id, seed) for task_id in ids], sampling, samples, on_turn)
+        tasks = {"(given tasks)": list(task_ids)} if task_ids else held_out_tasks(config, worker)
+        for split, ids in tasks.items():
+            trajectories, stats = worker.run([(task_id, seed) for task_id in ids], sampling, samples, on_turn)
+            played += trajectories
+            per_split[split] = {**outcome_metrics(trajectories, stats), "tasks": float(len(ids))}
+            task_success += [
+                sum(t.won for t in trajectories[i * samples : (i + 1) * samples]) / samples for i in range(len(ids))
+            ]
+            wall_s += stats.wall_s
     finally:
         worker.close()
     if html is not None:
         score = TeacherWorker(config).score if config.models.teacher else None
-        write_sample_episodes(trajectories, worker.tokenizer, html, f"held-out episodes of {path}", score)
-    metrics = trajectory_metrics(trajectories, "eval")
+        write_sample_episodes(played, worker.tokenizer, html, f"held-out episodes of {path}", score)
+    mean = combine_splits(per_split, prefix="mean")
     return EvalResult(
         policy=str(path),
-        split="(given tasks)" if task_ids else config.env.eval_split,
-        tasks=len(ids),
-        success_rate=metrics["eval/success_rate"],
-        mean_turns=metrics["eval/mean_turns"],
-        invalid_turn_ratio=stats.invalid_turns / max(stats.turns, 1),
-        wall_s=stats.wall_s,
-        task_success=tuple(
-            sum(t.won for t in trajectories[i * samples : (i + 1) * samples]) / samples for i in range(len(ids))
-        ),
+        split="+".join(per_split),
+        tasks=sum(int(m["tasks"]) for m in per_split.values()),
+        success_rate=mean["mean/success_rate"],
+        mean_turns=mean["mean/mean_turns"],
+        invalid_turn_ratio=mean["mean/invalid_turn_ratio"],
+        wall_s=wall_s,
+        task_success=tuple(task_success),
+        per_split=per_split if len(per_split) > 1 else {},
     )
 
 

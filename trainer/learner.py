@@ -225,7 +225,8 @@ class Learner:
             hidden = lm.model(input_ids=ids[used], attention_mask=attn[used].long()).last_hidden_state
             slots = hidden[torch.searchsorted(used, part.rows), part.positions - 1]
             dist = torch.log_softmax(lm.lm_head(slots).float(), dim=-1)
-        return pbr_loss(dist, part, weight=self.pbr.weight, cap=self.pbr.cap, normaliser=total)
+        pbr = self.pbr
+        return pbr_loss(dist, part, weight=pbr.weight, cap=pbr.cap, normaliser=total, cap_on=pbr.cap_on)
 
     def _schedule(self, batch: TokenBatch) -> list[tuple[slice, int, bool]]:
         """This rank's micro-batches (rows, width, real); padded with zero-weight repeats of a row

@@ -75,14 +75,6 @@ def training_tasks(config: TrainerConfig, workers: TaskSource) -> list[str]:
     return ids[: config.env.max_tasks] if config.env.max_tasks else ids
 
 
-def evaluation_tasks(config: TrainerConfig, workers: TaskSource) -> list[str]:
-    """The held-out tasks of `eval.every`: the first `eval.num_tasks` of `env.eval_split`."""
-    ids = workers.task_ids(config.env.eval_split, config.env.families)[: config.eval.num_tasks]
-    if not ids:
-        raise ValueError(f"eval.every is set but split {config.env.eval_split!r} has no tasks; set env.eval_split")
-    return ids
-
-
 @contextlib.contextmanager
 def env_targets(config: TrainerConfig) -> Iterator[list[str]]:
     """Server addresses; starts (and stops) a local server for each "local" entry, reachable from every
@@ -91,7 +83,13 @@ def env_targets(config: TrainerConfig) -> Iterator[list[str]]:
         bind, advertise = local_server_host(config)
         targets = [
             stack.enter_context(
-                LocalServer(config.env.name, host=bind, advertise=advertise, prepare=tasks_to_prepare(config))
+                LocalServer(
+                    config.env.name,
+                    host=bind,
+                    advertise=advertise,
+                    settings=config.env.server_settings,
+                    prepare=tasks_to_prepare(config),
+                )
             ).address
             if target == "local"
             else target
@@ -110,7 +108,8 @@ def tasks_to_prepare(config: TrainerConfig) -> dict[str, int]:
     if config.env.max_tasks and not config.env.task_ids:
         prepare[config.env.train_split] = config.env.max_tasks
     if config.eval.every:
-        prepare[config.env.eval_split] = max(prepare.get(config.env.eval_split, 0), config.eval.num_tasks)
+        for split in config.env.held_out_splits():
+            prepare[split] = max(prepare.get(split, 0), config.eval.num_tasks)
     return prepare
 
 

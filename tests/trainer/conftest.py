@@ -69,9 +69,9 @@ def alfworld_config(tiny_models: TinyModels) -> Callable[..., TrainerConfig]:
 
 @pytest.fixture(scope="session")
 def alfworld_server() -> Iterator[str]:
-    """A real envhub ALFWorld server in a child process on a free loopback port."""
+    """A real envhub ALFWorld server (short games: small rooms) in a child process on a free loopback port."""
     pytest.importorskip("alfworld")
-    with LocalServer("alfworld") as server:
+    with LocalServer("alfworld", settings={"rooms": "small"}) as server:
         yield server.address
 
 

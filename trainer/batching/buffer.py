@@ -18,7 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from trainer.batching.divopd import PendingRow, RowMeta, SamplerSettings, select_batch
-from trainer.batching.divopd_stats import FlowCounters, Utilization, batch_metrics
+from trainer.batching.divopd_stats import (
+    DepthOutcome,
+    FlowCounters,
+    Utilization,
+    batch_metrics,
+    focus_metrics,
+    row_age_metrics,
+)
 from trainer.rollout.types import Trajectory, Turn
 
 
@@ -69,6 +76,7 @@ class ExperienceBuffer:
         self._next_rollout = 0
         self.flow = FlowCounters()
         self.utilization = Utilization()
+        self.depth_outcome = DepthOutcome()
         self._lock = threading.Lock()
 
     def push(self, trajectories: Sequence[Trajectory], version: int) -> int:
@@ -83,7 +91,8 @@ class ExperienceBuffer:
             self._next_rollout += 1
             self._rollouts[r] = _Rollout(trajectory.task_id, trajectory.seed, trajectory.won)
             for t, turn in enumerate(trajectory.turns):
-                row = RowMeta(r, t, version, turn_score(turn), turn_is_valid(turn), len(turn.response_ids))
+                valid = turn_is_valid(turn)
+                row = RowMeta(r, t, version, turn_score(turn), valid, len(turn.response_ids), trajectory.won)
                 self._turns[row.key] = turn
                 rows.append(row)
                 if turn.logp_teacher is not None:
@@ -122,8 +131,12 @@ class ExperienceBuffer:
         for row in [*selection.selected, *dropped]:
             del self._turns[row.key]
         self._forget_resolved()
+        self.depth_outcome.add(selection.selected)
         metrics = {
             **batch_metrics(selection.selected),
+            **row_age_metrics(q, [*selection.selected, *dropped]),
+            **focus_metrics(selection.selected, selection.pool),
+            **self.depth_outcome.metrics(),
             **self.flow.metrics(),
             **self.utilization.metrics(),
             "divopd/cap": float(selection.cap),

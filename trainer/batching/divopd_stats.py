@@ -1,4 +1,4 @@
-"""DivOPD batch-composition diagnostics (paper 001 Tables 2, 9, 11, 16), logged under `divopd/*`.
+"""DivOPD batch-composition diagnostics (paper 001 Tables 2, 9, 10, 11, 12, 14, 16), logged under `divopd/*`.
 
 Per batch: effective rollouts, top-1 rollout token share, turns per rollout. Cumulative over the
 run (`Utilization`, `FlowCounters`): arrival/drain ratio, stale rows, never-selected share of valid
@@ -53,6 +53,63 @@ def batch_metrics(selected: Sequence[RowMeta]) -> dict[str, float]:
         TOP1_SHARE: max(tokens.values()) / total if total else 0.0,
         TURNS_PER_ROLLOUT: len(rows) / len(per_rollout) if per_rollout else 0.0,
     }
+
+
+MEAN_ROW_AGE = "divopd/mean_row_age"
+"""Table 12: mean age q - version (policy versions) of the rows an update consumed, dead rows included."""
+DEPTH_BINS: tuple[tuple[str, int, int | None], ...] = (("lt2", 0, 2), ("2to4", 2, 4), ("4to6", 4, 6), ("ge6", 6, None))
+"""Table 14's turn-depth bins (turn index t), plus the turns at depth 6 and beyond."""
+
+
+def row_age_metrics(q: int, consumed: Sequence[RowMeta]) -> dict[str, float]:
+    """Table 12's mean age of the rows this update consumed (selected, stale, invalid, expired: all it used up)."""
+    if not consumed:
+        return {}
+    return {MEAN_ROW_AGE: sum(q - row.version for row in consumed) / len(consumed)}
+
+
+def focus_metrics(selected: Sequence[RowMeta], pool: Sequence[RowMeta]) -> dict[str, float]:
+    """Table 10's focus retention audit (its non-gradient columns), over the rollouts the batch drew from: the
+    share of their valid pool turns left out, and mean turn depth and s(u) per token of kept and dropped turns."""
+    chosen = {row.key for row in selected}
+    rollouts = {row.rollout for row in selected if row.valid}
+    candidates = [row for row in pool if row.rollout in rollouts]
+    dropped = [row for row in candidates if row.key not in chosen]
+    kept = [row for row in candidates if row.key in chosen]
+    if not candidates:
+        return {}
+    out = {"divopd/focus_dropped_turn_share": len(dropped) / len(candidates)}
+    for name, rows in (("kept", kept), ("dropped", dropped)):
+        if rows:
+            out[f"divopd/focus_{name}_depth"] = sum(row.turn for row in rows) / len(rows)
+            out[f"divopd/focus_{name}_score_per_token"] = sum(row.score / max(row.tokens, 1) for row in rows) / len(
+                rows
+            )
+    return out
+
+
+@dataclass
+class DepthOutcome:
+    """Table 14: where the selected turns come from, by turn depth and rollout outcome, over the run."""
+
+    counts: Counter[tuple[str, bool]] = field(default_factory=Counter)
+
+    def add(self, selected: Iterable[RowMeta]) -> None:
+        """Count the valid selected rows of one update."""
+        for row in selected:
+            if row.valid:
+                name = next(n for n, low, high in DEPTH_BINS if row.turn >= low and (high is None or row.turn < high))
+                self.counts[(name, row.won)] += 1
+
+    def metrics(self) -> dict[str, float]:
+        """`divopd/depth_<bin>_<success|failure>`: each cell's share of every selected turn so far."""
+        total = sum(self.counts.values())
+        return {
+            f"divopd/depth_{name}_{'success' if won else 'failure'}": self.counts[(name, won)] / total
+            for name, _, _ in DEPTH_BINS
+            for won in (False, True)
+            if total
+        }
 
 
 def gini(values: Iterable[float]) -> float:

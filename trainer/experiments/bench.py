@@ -142,7 +142,7 @@ def run_bench(out_dir: str | Path = "docs/results", repeats: int = 5) -> dict[st
             "threads": torch.get_num_threads(),
             "learner": bench_learner(models.student, repeats),
         }
-        with LocalServer("alfworld") as server:
+        with LocalServer("alfworld", settings={"rooms": "small"}) as server:
             result["rollout"] = bench_rollout(models.student, server.address, repeats)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

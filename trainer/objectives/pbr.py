@@ -31,9 +31,16 @@ class PbrConfig:
     weight: float = 0.01
     """lambda."""
     cap: float | None = 0.02
-    """Cap on each weighted term lambda * u_c; None: no cap (psi is the identity)."""
+    """Cap on each term; None: no cap (psi is the identity)."""
+    cap_on: str = "weighted"
+    """`weighted`: psi(lambda * u_c) (OBJECTIVES.md: the cap 0.02 bounds the weighted term); `term`:
+    lambda * psi(u_c) (the paper's lambda * mean psi(u) read literally)."""
 
     def __post_init__(self) -> None:
+        if self.cap_on not in ("weighted", "term"):
+            raise ObjectiveError(
+                f"pbr.cap_on must be weighted or term, got {self.cap_on!r}", reason="INVALID_OBJECTIVE_CONFIG"
+            )
         if self.weight < 0 or (self.cap is not None and self.cap <= 0):
             raise ObjectiveError(
                 f"pbr.weight must be >= 0 and pbr.cap > 0 (or null), got {self.weight}, {self.cap}",
@@ -78,9 +85,16 @@ def event_logprob(dist: torch.Tensor, constraints: ConstraintBatch) -> torch.Ten
 
 
 def pbr_loss(
-    dist: torch.Tensor, constraints: ConstraintBatch, *, weight: float, cap: float | None, normaliser: float
+    dist: torch.Tensor,
+    constraints: ConstraintBatch,
+    *,
+    weight: float,
+    cap: float | None,
+    normaliser: float,
+    cap_on: str = "weighted",
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Sum of psi(lambda * u_c) over `constraints`, divided by `normaliser` (the whole batch's constraint count).
+    """Sum of psi(lambda * u_c) (`cap_on="term"`: lambda * psi(u_c)) over `constraints`, divided by `normaliser`
+    (the whole batch's constraint count).
 
     `dist` (K, V) is the next-token log-softmax at each constraint's prefix (row `rows[k]`, slot
     `positions[k] - 1`). Returns the loss (0 without constraints) and the summed event probability.
@@ -91,8 +105,9 @@ def pbr_loss(
     # -log(1 - p) = -log(-expm1(log p)), kept finite when p rounds to 1.
     unlikely = -torch.log((-torch.expm1(logp_c)).clamp(min=1e-12))
     u = torch.where(constraints.targets, -logp_c, unlikely)
-    terms = weight * u
-    if cap is not None:
-        terms = torch.clamp(terms, max=cap)
+    if cap_on == "term":
+        terms = weight * (u if cap is None else torch.clamp(u, max=cap))
+    else:
+        terms = weight * u if cap is None else torch.clamp(weight * u, max=cap)
     loss = terms.sum() / max(normaliser, 1.0)
     return loss, {"event_prob_sum": float(logp_c.detach().exp().sum())}

@@ -39,8 +39,8 @@ from trainer.runs import tasks_to_prepare
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "alfworld": (),
-    "scienceworld": ("env.families=[]", "env.eval_split=dev"),
-    "webshop": ("env.families=[]", "env.eval_split=test"),
+    "scienceworld": ("env.families=[]", "env.eval_split=dev", "env.server_settings={}"),
+    "webshop": ("env.families=[]", "env.eval_split=test", "env.server_settings={}"),
 }
 """Config overrides that fit the quickstart configs (written for ALFWorld) to each environment `--env` takes."""
 
@@ -79,7 +79,8 @@ def quickstart(
     phases = Phases(1 + (1 if reused else model_phases(plan)) + 5)
     load_start = os.getloadavg()
     phases.start("server", f"starting a local {env} server (its log)", out / "server.log")
-    with LocalServer(env, log=out / "server.log", prepare=tasks_to_prepare(config)) as server:
+    settings = config.env.server_settings
+    with LocalServer(env, log=out / "server.log", settings=settings, prepare=tasks_to_prepare(config)) as server:
         if reused:
             phases.start("models", "models made by an earlier run with the same plan: reused", models_root)
             models = reused

@@ -5,12 +5,12 @@ binds port 0 on `host` (loopback by default), prints `ENVHUB_PORT <n>` once serv
 SIGTERM. For actors on other nodes, bind every interface and advertise this node's routable address
 (`host="0.0.0.0", advertise=<node ip>`, what `env.local_host` does on a Ray cluster).
 
-Local servers are for tiny models and CI, so they serve ALFWorld's named "small" rooms
-(`LOCAL_SETTINGS`); `envhub serve --env alfworld` serves whole rooms, as ALFWorld's own games.
-Pass `settings=` to choose otherwise. `prepare=` names the tasks a run will play (the first N of
-some splits) for an environment that makes its tasks' data on first use (its kind has a
-`prepare_ahead` setting, as ALFWorld's generated games): the server starts making them at once,
-so the first rollout does not wait for them.
+A local server serves the environment's own defaults (ALFWorld: whole rooms, as ALFWorld's own games and
+`envhub serve --env alfworld`); pass `settings=` (the trainer's `env.server_settings`, e.g. the quickstart's
+`{"rooms": "small"}` for short games) to choose otherwise. `prepare=` names the tasks a run will play (the first N
+of some splits) for an environment that makes its tasks' data on first use (its kind has a `prepare_ahead`
+setting, as ALFWorld's generated games): the server starts making them at once, so the first rollout does not
+wait for them.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from types import TracebackType
 from envhub.core.registry import kind_class
 
 READY = "ENVHUB_PORT"
-LOCAL_SETTINGS: dict[str, dict[str, str]] = {"alfworld": {"rooms": "small"}}
-"""Server-side environment settings of local servers, by environment (`envhub serve --set ENV.KEY=VALUE`)."""
 
 
 class LocalServer:
@@ -54,7 +52,7 @@ class LocalServer:
         """File the server's stderr (its log) goes to; None: this process's stderr."""
         self.advertise = advertise or host
         """The host others reach the server at (`address`); `host` is what it binds."""
-        chosen = LOCAL_SETTINGS.get(environment, {}) if settings is None else settings
+        chosen = dict(settings or {})
         command = [
             sys.executable,
             "-m",

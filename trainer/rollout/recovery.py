@@ -21,7 +21,8 @@ def recovery_rollout(parts: RolloutParts) -> GroupRollout:
 
     config = parts.config
     r = config.divopd.recovery
-    settings = RecoverySettings(patience=r.patience, takeover_turns=r.takeover_turns, rewind=r.rewind)
+    rules = frozenset(r.no_progress)
+    settings = RecoverySettings(r.patience, r.takeover_turns, r.rewind, rules)
     teacher = make_generation_backend(config, config.models.teacher)
     return GroupRollout(
         parts.port, parts.backend, parts.tokenizer, parts.renderer, parts.settings, Recovery(settings, teacher)

@@ -21,6 +21,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+NO_PROGRESS_RULES = frozenset({"unparsable", "inadmissible", "repeat_action", "repeat_observation"})
+
 
 @dataclass(frozen=True)
 class RecoverySettings:
@@ -29,10 +31,14 @@ class RecoverySettings:
     patience: int = 3
     takeover_turns: int = 2
     rewind: bool = True
+    no_progress: frozenset[str] = NO_PROGRESS_RULES
+    """Which of `NO_PROGRESS_RULES` mark a turn as making no progress."""
 
     def __post_init__(self) -> None:
         if self.patience < 1 or self.takeover_turns < 1:
             raise ValueError("patience and takeover_turns must be >= 1")
+        if not self.no_progress <= NO_PROGRESS_RULES:
+            raise ValueError(f"unknown no-progress rules {sorted(self.no_progress - NO_PROGRESS_RULES)}")
 
 
 def made_progress(
@@ -41,11 +47,16 @@ def made_progress(
     admissible: Sequence[str],
     recent_actions: Collection[str | None],
     recent_observations: Collection[str],
+    rules: Collection[str] = NO_PROGRESS_RULES,
 ) -> bool:
-    """Whether one turn made progress (see the module docstring for the rules)."""
-    if action is None or (action not in admissible and _concrete(admissible)):
+    """Whether one turn made progress under `rules` (see the module docstring)."""
+    if action is None:
+        return "unparsable" not in rules
+    if "inadmissible" in rules and action not in admissible and _concrete(admissible):
         return False
-    return action not in recent_actions and observation not in recent_observations
+    if "repeat_action" in rules and action in recent_actions:
+        return False
+    return not ("repeat_observation" in rules and observation in recent_observations)
 
 
 _PLACEHOLDER = re.compile(r"<[^<>\s][^<>]*>")
@@ -77,7 +88,8 @@ class ProgressTracker:
         self, index: int, action: str | None, observation: str, admissible: Sequence[str], *, teacher: bool
     ) -> None:
         """Account for turn `index` after the environment answered it."""
-        progressed = made_progress(action, observation, admissible, self.recent_actions, self.recent_observations)
+        recent = (self.recent_actions, self.recent_observations)
+        progressed = made_progress(action, observation, admissible, *recent, self.settings.no_progress)
         self.recent_actions.append(action)
         self.recent_observations.append(observation)
         while len(self.recent_actions) > self.settings.patience:

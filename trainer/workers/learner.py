@@ -68,7 +68,7 @@ class LearnerWorker:
         start = resume_from if resume_from and not sharded_checkpoint(resume_from) else config.models.student
         model = load_model(start, device=device)
         recompute = config.optim.recompute(config.backend.kind)
-        pbr = PbrConfig(config.pbr.weight, config.pbr.cap) if config.pbr.rules else None
+        pbr = PbrConfig(config.pbr.weight, config.pbr.cap, config.pbr.cap_on) if config.pbr.rules else None
         self.learner = Learner(
             model, config.objective, config.optim, device=device, recompute_logp_old=recompute, pbr=pbr
         )

@@ -27,7 +27,7 @@ from envhub.envs.webshop.search import shared_index
 
 DATA_ENV = "WEBSHOP_DATA"
 """Environment variable naming a folder of WebShop's files, used when no `data_path` is given."""
-ENV_VERSION = "1"
+ENV_VERSION = "2"
 """Version of this adapter's behaviour (pages, rewards, native snapshot layout)."""
 GENERATED_SPLITS: tuple[tuple[str, int | None], ...] = (("test", 128), ("train", None))
 """The generated catalogue's splits: 128 held-out test goals, as the papers evaluate, and the rest."""

@@ -1,51 +1,43 @@
-"""Product search: a BM25 index (`bm25s`) built once per catalogue, memory-mapped, shared per process.
+"""Product search: WebShop's Lucene BM25 index (`envhub.envs.webshop.lucene`), built once per catalogue,
+memory-mapped, shared per process.
 
-WebShop searches a Lucene BM25 index whose document for a product is its title, description,
-first bullet point and option text ("color: red, blue, and size: s, m"), lower-cased, and shows
-the top 50 hits. Here the same documents are tokenised into lower-case words of two or more
-characters, English stop words removed (bm25s's list) and a plural "s" folded ("shoes" ->
-"shoe"; Lucene's English analyzer stems more), then indexed with bm25s's default BM25
-(k1=1.5, b=0.75). The index is written once under `$ENVHUB_CACHE/webshop/index-<fingerprint>`
-(default `~/.cache/envhub`) and loaded memory-mapped, so the server's worker processes share
-its pages. A query keeps its first `MAX_QUERY_TOKENS` tokens; products scoring 0 (no query
-word) are never hits; ties go to catalogue order.
+WebShop searches a pyserini (Lucene) index whose document for a product is its title, description, first
+bullet point and option text ("color: red, blue, and size: s, m"), lower-cased, with BM25 k1 = 0.9, b = 0.4,
+and shows the top 50 hits, 10 per page. Here the same documents go through Lucene's English analysis
+(StandardTokenizer rules, possessives, Lucene's stop words, Porter stemming) and Lucene's BM25 with its
+one-byte document lengths (`lucene.py` says what is and is not matched). The index is written once under
+`$ENVHUB_CACHE/webshop/lucene-index-<fingerprint>` (default `~/.cache/envhub`) and loaded memory-mapped, so the
+server's worker processes share its pages. A query keeps its first `MAX_QUERY_TOKENS` terms; products scoring 0
+(no query term) are never hits; ties go to catalogue order (Lucene's document order).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import shutil
 import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-import bm25s
 import numpy as np
-from bm25s.stopwords import STOPWORDS_EN
 
 from envhub.envs.webshop.catalog import Catalog
+from envhub.envs.webshop.lucene import LuceneBm25, analyze
 from envhub.envs.webshop.records import Product
 
 TOP_K = 50
 """Search results kept (WebShop's SEARCH_RETURN_N)."""
+PAGE_SIZE = 10
+"""Results per page (WebShop's PRODUCT_WINDOW)."""
 MAX_QUERY_TOKENS = 64
-
-_TOKEN = re.compile(r"\w\w+")
-_STOPWORDS = frozenset(STOPWORDS_EN)
+_ARRAYS = ("data", "indices", "indptr", "idf")
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-case words of 2+ characters, stop words removed, a plural "s" folded."""
-    out = []
-    for word in _TOKEN.findall(text.lower()):
-        if word in _STOPWORDS:
-            continue
-        if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-            word = word[:-1]
-        out.append(word)
-    return out
+    """The terms Lucene's English analysis makes of `text` (`lucene.analyze`)."""
+    return analyze(text)
 
 
 def document(product: Product) -> str:
@@ -61,38 +53,40 @@ def cache_root() -> Path:
 
 
 class SearchIndex:
-    """BM25 over one catalogue's products; `search` returns asins, best first."""
+    """Lucene BM25 over one catalogue's products; `search` returns asins, best first."""
 
     def __init__(self, catalog: Catalog, folder: Path | None = None) -> None:
         self.asins: tuple[str, ...] = tuple(catalog.products)
-        self.folder = folder or cache_root() / f"index-{catalog.fingerprint}"
-        if not (self.folder / "params.index.json").is_file():
+        self.folder = folder or cache_root() / f"lucene-index-{catalog.fingerprint}"
+        if not (self.folder / "vocab.json").is_file():
             _build(catalog, self.folder)
-        self._bm25 = bm25s.BM25.load(str(self.folder), mmap=True, show_progress=False)
-        self._vocab: dict[str, int] = self._bm25.vocab_dict
+        arrays = {name: np.load(self.folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
+        self._bm25 = LuceneBm25(**arrays, docs=len(self.asins))
+        self._vocab: dict[str, int] = json.loads((self.folder / "vocab.json").read_text())
 
     def search(self, query: str, k: int = TOP_K) -> list[str]:
         ids = [self._vocab[t] for t in tokenize(query)[:MAX_QUERY_TOKENS] if t in self._vocab]
         if not ids:
             return []
-        scores = np.asarray(self._bm25.get_scores_from_ids(ids))
-        if len(scores) > k:
-            cut = np.partition(scores, len(scores) - k)[len(scores) - k]  # the k-th best score
-            top = np.flatnonzero(scores >= max(cut, np.nextafter(0, 1)))
-        else:
-            top = np.flatnonzero(scores > 0)
-        order = np.lexsort((top, -scores[top]))[:k]  # best first, ties in catalogue order
-        return [self.asins[i] for i in top[order]]
+        scores = self._bm25.scores(ids)
+        hits = np.flatnonzero(scores > 0)
+        order = np.lexsort((hits, -scores[hits]))[:k]  # best first, ties by document id
+        return [self.asins[i] for i in hits[order]]
 
 
 def _build(catalog: Catalog, folder: Path) -> None:
     """Index the catalogue into `folder`, atomically (concurrent builders agree on the result)."""
     corpus = [tokenize(document(product)) for product in catalog.products.values()]
-    retriever = bm25s.BM25()
-    retriever.index(corpus, show_progress=False)
+    vocab: dict[str, int] = {}
+    for terms in corpus:
+        for term in terms:
+            vocab.setdefault(term, len(vocab))
+    index = LuceneBm25.index(corpus, vocab)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    retriever.save(str(staging), show_progress=False)
+    for name in _ARRAYS:
+        np.save(staging / f"{name}.npy", getattr(index, name))
+    (staging / "vocab.json").write_text(json.dumps(vocab))
     try:
         os.rename(staging, folder)
     except OSError:  # another process finished first
@@ -112,6 +106,6 @@ def shared_index(catalog: Catalog) -> SearchIndex:
         return index
 
 
-def page(results: Sequence[str], number: int, size: int = 10) -> Sequence[str]:
+def page(results: Sequence[str], number: int, size: int = PAGE_SIZE) -> Sequence[str]:
     """Results shown on result page `number` (1-based), `size` per page."""
     return results[(number - 1) * size : number * size]

@@ -345,3 +345,32 @@ def test_utilization_counts_never_selected_valid_rollouts_once_resolved() -> Non
     u.left([rows[1]], trained=False)
     assert u.metrics()[NEVER_SELECTED_SHARE] == 0.5
     assert u.metrics()[GINI] == pytest.approx(0.5)
+
+
+def test_table_10_12_14_diagnostics_on_a_constructed_update() -> None:
+    from trainer.batching.divopd_stats import MEAN_ROW_AGE, DepthOutcome, focus_metrics, row_age_metrics
+
+    pool = [
+        RowMeta(0, 0, 4, 6.0, True, 2, won=True),
+        RowMeta(0, 5, 4, 1.0, True, 1, won=True),
+        RowMeta(1, 1, 3, 4.0, True, 4, won=False),
+        RowMeta(1, 7, 3, 0.0, True, 2, won=False),
+        RowMeta(2, 0, 5, 9.0, True, 3),  # a rollout the batch did not draw from: not in the audit
+    ]
+    selected = (pool[0], pool[2])
+    # Table 12: mean q - version over what the update used up (here the batch plus one stale row)
+    assert row_age_metrics(5, [*selected, RowMeta(3, 0, 1, 0.0, True)])[MEAN_ROW_AGE] == pytest.approx((1 + 2 + 4) / 3)
+    # Table 10: kept turns are shallower and disagree more per token than the dropped ones of the same rollouts
+    focus = focus_metrics(selected, pool)
+    assert focus["divopd/focus_dropped_turn_share"] == 0.5
+    assert (focus["divopd/focus_kept_depth"], focus["divopd/focus_dropped_depth"]) == (0.5, 6.0)
+    assert focus["divopd/focus_kept_score_per_token"] == pytest.approx((3.0 + 1.0) / 2)
+    assert focus["divopd/focus_dropped_score_per_token"] == pytest.approx((1.0 + 0.0) / 2)
+    # Table 14: shares of selected turns by depth bin and outcome, over the run
+    table = DepthOutcome()
+    table.add(selected)
+    table.add([pool[1], pool[3], RowMeta(9, 0, 5, 0.0, False)])  # the invalid row is not a trained turn
+    shares = table.metrics()
+    assert shares["divopd/depth_lt2_success"] == 0.25 and shares["divopd/depth_lt2_failure"] == 0.25
+    assert shares["divopd/depth_4to6_success"] == 0.25 and shares["divopd/depth_ge6_failure"] == 0.25
+    assert sum(shares.values()) == pytest.approx(1.0)

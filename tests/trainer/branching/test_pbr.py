@@ -92,6 +92,19 @@ def test_cap_stops_the_gradient_above_it_and_normaliser_averages() -> None:
     assert dist.grad is not None and float(dist.grad.abs().sum()) == 0.0
 
 
+def test_cap_on_the_term_caps_u_before_the_weight() -> None:
+    """`pbr.cap_on: term` (the paper's lambda * mean psi(u) read literally): min(u, cap) * lambda."""
+    dist = _batch_dist(0.99)  # u = 4.6: capped at 0.02 before the weight, 0.01 * 0.02
+    loss, _ = pbr_loss(dist, _one(False), weight=0.01, cap=0.02, normaliser=1, cap_on="term")
+    assert float(loss.detach()) == pytest.approx(0.01 * 0.02)
+    small = _batch_dist(0.01)  # u = 0.01005 < cap: identical either way
+    a, _ = pbr_loss(small, _one(False), weight=0.01, cap=0.02, normaliser=1, cap_on="term")
+    b, _ = pbr_loss(_batch_dist(0.01), _one(False), weight=0.01, cap=0.02, normaliser=1)
+    assert float(a.detach()) == pytest.approx(float(b.detach()))
+    with pytest.raises(ValueError, match="cap_on"):
+        PbrConfig(cap_on="loss")
+
+
 def test_no_constraint_no_term_and_row_selection() -> None:
     empty = ConstraintBatch(
         torch.zeros(0, dtype=torch.long),

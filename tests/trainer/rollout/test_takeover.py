@@ -19,7 +19,7 @@ from trainer.models.loading import load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
 from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings
-from trainer.rollout.takeover import ProgressTracker, Recovery, RecoverySettings, made_progress
+from trainer.rollout.takeover import NO_PROGRESS_RULES, ProgressTracker, Recovery, RecoverySettings, made_progress
 
 
 class _Script:
@@ -53,6 +53,25 @@ def test_progress_rules() -> None:
         assert made_progress("search[mug]", "obs", template, [], [])
         assert not made_progress("search[mug]", "obs", template, ["search[mug]"], [])
     assert not made_progress("click[x]", "obs", ["click[< prev]", "click[next >]"], [], [])
+
+
+def test_each_no_progress_rule_can_be_left_out() -> None:
+    """`divopd.recovery.no_progress` (the paper names no rule): each rule decides on its own."""
+    cases = {
+        "unparsable": (None, "obs", [], [], []),
+        "inadmissible": ("fly", "obs", ["go to a"], [], []),
+        "repeat_action": ("go to a", "new", [], ["go to a"], []),
+        "repeat_observation": ("go to b", "obs a", [], [], ["obs a"]),
+    }
+    for rule, case in cases.items():
+        assert not made_progress(*case)
+        assert made_progress(*case, NO_PROGRESS_RULES - {rule}), rule
+    with pytest.raises(ValueError, match="unknown no-progress"):
+        RecoverySettings(no_progress=frozenset({"slow"}))
+    from trainer.config import load_config
+
+    config = load_config("divopd-tiny.yaml", ["divopd.recovery.no_progress=[unparsable]"])
+    assert config.divopd.recovery.no_progress == ["unparsable"]
 
 
 def test_tracker_triggers_after_patience_and_hands_back() -> None:

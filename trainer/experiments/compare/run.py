@@ -83,8 +83,6 @@ def arm_config(
             *overrides,
         ],
     )
-    if config.divopd.enabled:  # the async driver has no periodic eval: compare evaluates its checkpoints
-        config = config.model_copy(update={"checkpoint_every": config.eval.every})
     return config
 
 
@@ -119,48 +117,28 @@ def generated_tokens(record: dict[str, Any]) -> float:
 def token_curve(output_dir: Path, steps: list[int]) -> list[float]:
     """Cumulative student tokens generated at each of `steps` (step 0: none), from the run's metrics.jsonl."""
     cumulative, generated = {0: 0.0}, 0.0
-    for record in read_metrics(output_dir / "metrics.jsonl"):
+    for record in sorted(read_metrics(output_dir / "metrics.jsonl"), key=lambda r: r["step"]):
         generated += generated_tokens(record)
         cumulative[record["step"]] = generated
     return [cumulative[step] for step in steps]
 
 
-def read_curve(
-    arm: Arm, seed: int, output_dir: Path, start: EvalResult, wall_s: float, evals: dict[int, EvalResult] | None = None
-) -> ArmRun:
-    """The arm's held-out curve and token counts from its metrics.jsonl: held-out results from the logged
-    `eval/*`, or for checkpoint-evaluated (async) runs from `evals` by step."""
-    records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines() if line]
+def read_curve(arm: Arm, seed: int, output_dir: Path, start: EvalResult, wall_s: float) -> ArmRun:
+    """The arm's held-out curve (the logged `eval/*`, sync and async drivers alike) and token counts from its
+    metrics.jsonl, in step order (the async driver logs an evaluation after later steps' records)."""
+    records = sorted(read_metrics(output_dir / "metrics.jsonl"), key=lambda r: r["step"])
     steps, success, turns, tokens = [0], [start.success_rate], [start.mean_turns], [0.0]
     generated, scored = 0.0, 0.0
     for record in records:
         generated += generated_tokens(record)
         scored += record.get("teacher/tokens_scored") or 0.0
-        result = (evals or {}).get(record["step"])
-        if record.get("eval/success_rate") is not None:
-            success.append(record["eval/success_rate"])
-            turns.append(record["eval/mean_turns"])
-        elif result is not None:
-            success.append(result.success_rate)
-            turns.append(result.mean_turns)
-        else:
+        if record.get("eval/success_rate") is None:
             continue
+        success.append(record["eval/success_rate"])
+        turns.append(record["eval/mean_turns"])
         steps.append(record["step"])
         tokens.append(generated)
     return ArmRun(arm.name, seed, steps, success, turns, tokens, scored, wall_s)
-
-
-def checkpoint_evals(config: TrainerConfig, output_dir: Path, target: str, seed: int) -> dict[int, EvalResult]:
-    """Held-out results of every saved checkpoint of a run (the async driver's arms); seed 0 writes the last
-    one's sample episodes where the sync driver writes them (`episodes/step_N.html`)."""
-    checkpoints = sorted((output_dir / "checkpoints").glob("step_*"))
-    evals = {}
-    for checkpoint in checkpoints:
-        step = int(checkpoint.name.removeprefix("step_"))
-        last = seed == 0 and checkpoint == checkpoints[-1]
-        html = output_dir / "episodes" / f"{checkpoint.name}.html" if last else None
-        evals[step] = evaluate(config, str(checkpoint), targets=[target], seed=seed, html=html)
-    return evals
 
 
 def shared_baselines(
@@ -204,7 +182,7 @@ def continued(config: TrainerConfig) -> bool:
     return True
 
 
-def run_arm(config: TrainerConfig, arm: Arm, seed: int, target: str, start: EvalResult) -> ArmRun:
+def run_arm(config: TrainerConfig, arm: Arm, seed: int, start: EvalResult) -> ArmRun:
     """Train one arm x seed (a stopped attempt continues from its newest checkpoint when the config resumes, else
     its folder is cleared first: metrics.jsonl appends), read its curve and record it next to the run
     (`RUN_RECORD`, with its config)."""
@@ -212,8 +190,7 @@ def run_arm(config: TrainerConfig, arm: Arm, seed: int, target: str, start: Eval
         shutil.rmtree(config.output_dir, ignore_errors=True)
     t0 = time.perf_counter()
     result = train(config, progress=False)
-    evals = checkpoint_evals(config, result.output_dir, target, seed) if config.divopd.enabled else None
-    run = read_curve(arm, seed, result.output_dir, start, time.perf_counter() - t0, evals)
+    run = read_curve(arm, seed, result.output_dir, start, time.perf_counter() - t0)
     record = {"config": config.model_dump(mode="json"), "run": asdict(run)}
     (result.output_dir / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return run
@@ -274,7 +251,7 @@ def search_learning_rates(
                     continue
                 if finished is None and seed not in starts:
                     starts[seed] = evaluate(first, str(models / STUDENT), targets=[target], seed=seed)
-                run = finished or run_arm(config, arm, seed, target, starts[seed])
+                run = finished or run_arm(config, arm, seed, starts[seed])
                 runs_by_lr.setdefault(lr, []).append(run)
                 runs.append({"lr": lr, **asdict(run)})
                 print(f"compare: lr search {arm.name} lr {lr:g} seed {seed}: held-out {run.success[-1]:.2f}")
@@ -298,7 +275,8 @@ def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, 
     out.mkdir(parents=True, exist_ok=True)
     runs: list[ArmRun] = []
     t_start, load_start = time.perf_counter(), os.getloadavg()
-    with LocalServer(spec.env) as server:
+    settings = arm_config(spec, spec.arms[0], 0, out, models, "local").env.server_settings
+    with LocalServer(spec.env, settings=settings) as server:
         base = arm_config(spec, spec.arms[0], 0, out, models, server.address)
         info = prepare_models(spec, base, server.address, models)
         held_out = base.model_copy(update={"eval": base.eval.model_copy(update={"num_tasks": spec.eval_tasks})})
@@ -316,7 +294,7 @@ def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, 
                     continue
                 if finished is None and seed not in starts:
                     starts[seed] = evaluate(held_out, str(models / STUDENT), targets=[server.address], seed=seed)
-                runs.append(finished or run_arm(config, arm, seed, server.address, starts[seed]))
+                runs.append(finished or run_arm(config, arm, seed, starts[seed]))
                 print(f"compare: {arm.name} seed {seed}: held-out success {runs[-1].success[-1]:.2f}")
     machine = {
         "wall_s": sum(r.wall_s for r in runs) if report_only else time.perf_counter() - t_start,

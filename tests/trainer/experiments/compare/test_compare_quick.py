@@ -21,7 +21,8 @@ def cheap_models(models: Path, comparison: str = "atod-ablation") -> None:
     from trainer.rollout.local_server import LocalServer
 
     spec = load_spec(comparison)
-    with LocalServer(spec.env) as server:
+    settings = arm_config(spec, spec.arms[0], 0, models, models, "local").env.server_settings
+    with LocalServer(spec.env, settings=settings) as server:
         config = arm_config(spec, spec.arms[0], 0, models, models, server.address)
         episodes = expert_episodes(config, server.address, 16)
     tiny = make_models(config, episodes, models)

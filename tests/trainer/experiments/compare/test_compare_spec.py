@@ -47,7 +47,7 @@ def test_atod_ablation_arms_share_one_budget(comparison: str) -> None:
     assert configs["opd"].rollout.group_size == 1 and configs["opd-multi"].rollout.group_size == 4
     divopd = configs["divopd"].divopd
     assert divopd.reader == "divopd" and divopd.schedule == "lockstep"
-    assert configs["divopd"].checkpoint_every == spec.eval_every  # compare evaluates its checkpoints
+    assert configs["divopd"].eval.every == spec.eval_every  # the async driver evaluates as the sync one
     assert configs["branchopd"].rollout.snapshots and configs["branchopd"].objective.name == "branchopd"
     assert configs["atod-tdur-token"].objective.params["tdur"] == "token"
     assert configs["atod"].objective.params["coef_anneal_steps"] == spec.steps
