@@ -113,3 +113,23 @@ def test_a_jvm_that_cannot_start_is_reported() -> None:
     with pytest.raises(EnvhubError) as caught:
         jvm.new_simulator()
     assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.UNAVAILABLE, "JVM_START_FAILED")
+
+
+def test_trainer_selects_the_type_split_and_never_trains_a_held_out_type(kind: ScienceWorldKind) -> None:
+    """The trainer's task selection over the split set: `env.train_split=type-train` for training,
+    `env.eval_split=type-heldout` for `eval.every` and `trainer eval`; the two share no task type."""
+    from trainer.config import load_config
+    from trainer.held_out import held_out_tasks
+    from trainer.runs import training_tasks
+
+    class Listing:  # the server's ListTasks answer, read from the real kind
+        def task_ids(self, split: str, families: tuple[str, ...] | list[str] = ()) -> list[str]:
+            return [s.task_id for s in kind.tasks(split) if not families or s.family in families]
+
+    overrides = ["env.name=scienceworld", "env.families=[]", "env.max_tasks=0", "env.train_split=type-train"]
+    config = load_config("quickstart.yaml", [*overrides, "env.eval_split=type-heldout", "eval.num_tasks=2000"])
+    trained = {task.partition("/")[0] for task in training_tasks(config, Listing())}
+    [held_out] = held_out_tasks(config, Listing()).values()
+    evaluated = {task.partition("/")[0] for task in held_out}
+    assert trained == set(catalog.TRAINING_TYPES) and evaluated == set(catalog.HELD_OUT_TYPES)
+    assert not trained & evaluated
