@@ -120,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument(
         "--profile",
-        choices=("serving", "rollout", "latency", "soak", "failover", "kube"),
+        choices=("serving", "rollout", "latency", "soak", "failover", "kube", "slo"),
         default="serving",
         help="serving: latency, throughput, restore, memory; rollout: N sessions stepping once per turn "
         "through step_many, against the in-process ideal (docs/results/envhub-bench-rollout-<env>.md); "
@@ -130,14 +130,16 @@ def _parser() -> argparse.ArgumentParser:
         "(docs/results/envhub-soak.md); failover: the cost of failover's snapshots, and how fast the sessions of a "
         "killed replica step again (docs/results/envhub-failover-recovery.md); kube: deploy/k8s/overlays/<env> "
         "played with podman kube play, a pod killed and a rolling restart under a rollout, no episode lost "
-        "(docs/results/envhub-kube-play-<env>.md)",
+        "(docs/results/envhub-kube-play-<env>.md); slo: p50/p99/max of step, StepBatch, create, fork, snapshot, "
+        "restore and memory per session at 1,024 and 4,096 sessions beside the in-process cost "
+        "(docs/results/envhub-bench-slo-<env>.md)",
     )
     bench.add_argument(
         "--sessions",
         type=int,
         default=None,
         help="serving: concurrent sessions for the memory figure (50); rollout and soak: sessions "
-        "(1,024; ScienceWorld 256); kube: episodes at a time (16)",
+        "(1,024; ScienceWorld 256); kube: episodes at a time (16); slo: one count instead of 1,024 and 4,096",
     )
     bench.add_argument("--turns", type=int, default=5, help="rollout: turns")
     bench.add_argument("--group-size", type=int, default=8, help="rollout: sessions per task (G)")
@@ -255,6 +257,12 @@ def _bench(args: argparse.Namespace) -> int:
         )
         return 0 if run_kube_bench(settings)["passed"] else 1
     args.env = args.env or DEFAULT_ENV
+    if args.profile == "slo":
+        from envhub.bench.slo import SloBenchSettings, run_slo_bench
+
+        counts = (args.sessions,) if args.sessions else SloBenchSettings.sessions
+        run_slo_bench(SloBenchSettings(args.env, args.out, counts, args.workers, args.turns))
+        return 0
     if args.profile == "rollout":
         from envhub.bench.rollout import RolloutBenchSettings, run_rollout_bench
 
