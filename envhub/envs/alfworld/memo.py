@@ -11,7 +11,9 @@ benchmark's "before").
   `TranslationStore`, SAS texts are also kept on disk and read back by any process (the
   task beside them is parsed again: `translations.parse_task`).
 * `textworld.envs.pddl.logic._parse_and_convert` (game grammar -> actions, grammar): the
-  result is only read (`GameLogic` copies it into its own dict and grammar).
+  result is only read (`GameLogic` copies it into its own dict and grammar). A game's grammar is
+  ALFWorld's with the goal inserted, so the parse of ALFWorld's own is kept and converted with
+  the goal (`cached_logic_parse`).
 * `textworld.envs.pddl.textgen._parse_and_convert` (template -> symbols): `derive` sets a
   `context` on each returned symbol, so the parsed TatSu model is cached and converted
   afresh on every call (the conversion is cheap, the parse is not).
@@ -31,8 +33,10 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import alfworld.info
 import fast_downward
 import textworld.envs.pddl.logic as pddl_logic
 import textworld.envs.pddl.textgen as textgen
@@ -43,6 +47,7 @@ from envhub.envs.alfworld.sas import SasOperator, SasTask
 from envhub.envs.alfworld.translations import TranslationStore, parse_task
 
 CACHE_SIZE = 256
+_ALFRED_GRAMMAR = Path(alfworld.info.ALFRED_TWL2_PATH).read_text()
 """Entries per cache (problems and grammars are a few hundred KB each)."""
 
 _ORIGINALS: dict[str, Any] = {
@@ -86,9 +91,47 @@ def _logic_parse(text: str, rule_name: str) -> Any:
     return _ORIGINALS["logic_parse"](text, rule_name=rule_name)
 
 
+GOAL_MARKER = "UNKNOWN GOAL"
+"""What ALFWorld replaces with a game's goal sentence in its grammar (`add_task_to_grammar`)."""
+
+
+@functools.lru_cache(maxsize=8)
+def _logic_model(text: str) -> Any:
+    return pddl_logic._PARSER.parse(text, rule_name="pddlStart")
+
+
+class _GoalConverter(pddl_logic._ModelConverter):
+    """TextWorld's model converter, with the goal marker in the document's blocks replaced by a goal."""
+
+    def __init__(self, goal: str) -> None:
+        super().__init__()
+        self._goal = goal
+
+    def _unescape_block(self, string: str) -> str:
+        return str(super()._unescape_block(string)).replace(GOAL_MARKER, self._goal)
+
+
+def _goal_of(text: str) -> str | None:
+    """The goal sentence when `text` is ALFWorld's grammar with one inserted (and nothing else changed)."""
+    prefix, marker, suffix = _ALFRED_GRAMMAR.partition(GOAL_MARKER)
+    if not marker or len(text) < len(prefix) + len(suffix) or not (text.startswith(prefix) and text.endswith(suffix)):
+        return None
+    goal = text[len(prefix) : len(text) - len(suffix)]
+    return goal if '"' not in goal and "\\" not in goal and "\n" not in goal else None
+
+
 def cached_logic_parse(text: str, rule_name: str) -> Any:
-    """`textworld.envs.pddl.logic._parse_and_convert`, memoised (the result is only read)."""
-    return _logic_parse(text, rule_name)
+    """`textworld.envs.pddl.logic._parse_and_convert`, memoised (the result is only read).
+
+    Every ALFWorld game's grammar is ALFWorld's with its goal sentence inserted in a grammar block,
+    so each would be a miss: for those, the parse of ALFWorld's own grammar is kept (most of a game
+    load's cost) and converted afresh with the goal in the block, which the parser takes as opaque
+    text (a goal with quotes, backslashes or line breaks is parsed as it is).
+    """
+    goal = _goal_of(text) if rule_name == "pddlStart" else None
+    if goal is None:
+        return _logic_parse(text, rule_name)
+    return _GoalConverter(goal).walk(_logic_model(_ALFRED_GRAMMAR))
 
 
 @functools.lru_cache(maxsize=4 * CACHE_SIZE)
@@ -185,7 +228,7 @@ def uninstall() -> None:
     pddl_logic.PddlState.all_applicable_actions = _ORIGINALS["applicable_actions"]
     _GROUNDINGS.clear()
     _STORE.clear()
-    for cache in (_pddl2sas, _logic_parse, _textgen_model, _conjunctive_query):
+    for cache in (_pddl2sas, _logic_parse, _logic_model, _textgen_model, _conjunctive_query):
         cache.cache_clear()
 
 
