@@ -171,7 +171,9 @@ def test_cache_hit_returns_the_cached_game(taskset: GeneratedTaskSet, tmp_path: 
     path = taskset.record_path("valid_unseen", 3)
     record = json.loads(path.read_text())
     path.write_text(json.dumps({**record, "goal": "marker goal."}))
-    assert taskset.game("valid_unseen", 3).goal == "marker goal."
+    assert taskset.game("valid_unseen", 3) is first  # a task set keeps the games it made in memory
+    fresh = GeneratedTaskSet(seed=SEED, cache_dir=taskset.cache_dir.parent)
+    assert fresh.game("valid_unseen", 3).goal == "marker goal."  # another reads the file, does not generate
     path.write_text(json.dumps(record))
     shared = sorted(p.name for p in taskset.cache_dir.iterdir() if p.is_file())
     assert shared == ["alfred.pddl", "alfred.twl2"]
