@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup quickstart test test-adapters venv-verifiers venv-verl lint buf buf-check release-contract protos check-protos bench gpu-smoke
+.PHONY: setup quickstart test test-adapters venv-verifiers venv-verl venv-trl venv-openenv lint buf buf-check release-contract protos check-protos bench gpu-smoke
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,15 +18,27 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## Framework adapters whose pins cannot live in .venv (docs/integrations.md): each gets a venv of its own
-## (.venv-<name>: envhub with that framework's extra, pytest; FIRST_<name> installed before it), and its
-## adapter tests run there against a server started on .venv's Python (the one with the environments).
-ADAPTERS := verifiers verl
+## Every framework adapter is tested from its own documented install (docs/integrations.md): a venv per
+## framework (.venv-<name>: envhub with that framework's extra, pytest; FIRST_<name> installed before it,
+## THEN_<name> after), where the framework and the adapter must import (IMPORTS_<name>) and its adapter tests
+## run against a server started on .venv's Python (the one with the environments). verifiers' and verl's pins
+## cannot live in .venv at all; TRL's and OpenEnv's can (other tests use them there), and run here too.
+ADAPTERS := verifiers verl trl openenv
 # verifiers 0.4.0 pins mcp==2.0.0 and openai<3; openenv-core 0.3.0 (in .venv) needs mcp>=2.3.
 TESTS_verifiers := tests/integrations/test_verifiers_adapter.py
+IMPORTS_verifiers := verifiers envhub.integrations.verifiers
 # verl 0.9.1 pins transformers<5.11, below [trainer]'s >=5.16.1; torch from the local CPU build first, as in .venv.
 TESTS_verl := tests/integrations/test_verl_adapter.py
+IMPORTS_verl := verl envhub.integrations.verl
 FIRST_verl := torch==2.13.0
+# TRL 1.16.0 with envhub[trainer] (its documented install); torch from the local CPU build first.
+TESTS_trl := tests/integrations/test_trl_adapter.py
+IMPORTS_trl := trl envhub.integrations.trl
+FIRST_trl := torch==2.13.0
+# openenv-core 0.3.0, and the small package OpenEnv's AutoEnv discovers envhub through.
+TESTS_openenv := tests/integrations/test_openenv_adapter.py
+IMPORTS_openenv := openenv envhub_env envhub.integrations.openenv
+THEN_openenv := --no-deps -e integrations/openenv-envhub_env
 
 define adapter_venv
 VENV_$(1) ?= .venv-$(1)
@@ -36,14 +48,15 @@ $$(STAMP_$(1)): pyproject.toml
 	$$(VENV_$(1))/bin/pip install -q --upgrade pip
 	$$(if $$(FIRST_$(1)),$$(VENV_$(1))/bin/pip install -q $$(FIRST_$(1)))
 	$$(VENV_$(1))/bin/pip install -q -e '.[$(1)]' pytest pytest-timeout
+	$$(if $$(THEN_$(1)),$$(VENV_$(1))/bin/pip install -q $$(THEN_$(1)))
 	touch $$(STAMP_$(1))
 venv-$(1): $$(STAMP_$(1))
 endef
 $(foreach adapter,$(ADAPTERS),$(eval $(call adapter_venv,$(adapter))))
 
 test-adapters: setup $(ADAPTERS:%=venv-%)
-	$(foreach adapter,$(ADAPTERS),ENVHUB_SERVER_PYTHON=$(abspath $(BIN)/python) \
-	  $(VENV_$(adapter))/bin/python -m pytest -q $(TESTS_$(adapter)) &&) true
+	$(foreach adapter,$(ADAPTERS),$(VENV_$(adapter))/bin/python -c '$(foreach m,$(IMPORTS_$(adapter)),import $(m);)' && \
+	  ENVHUB_SERVER_PYTHON=$(abspath $(BIN)/python) $(VENV_$(adapter))/bin/python -m pytest -q $(TESTS_$(adapter)) &&) true
 
 ## The main job: local servers, shipped task sets, a tiny CPU model.
 quickstart: setup
