@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -86,20 +89,32 @@ def arm_config(
     return config
 
 
+@contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """Hold `folder/.compare.lock` exclusively: comparisons running disjoint `--arms` into one folder (one process
+    per core) make the shared models and baselines once, the others wait for them and reuse them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".compare.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def prepare_models(spec: CompareSpec, base: TrainerConfig, target: str, models: Path) -> dict[str, Any]:
     """Reuse the SFT teacher and warm student already in `models` (made by `trainer quickstart` or an earlier
-    compare, whatever their SFT sizes), else make them with the quickstart's functions at the spec's sizes."""
+    compare, whatever their SFT sizes), else make them with the quickstart's functions at the spec's sizes
+    (under `folder_lock`: a comparison started beside this one waits for them)."""
     markers = {name: models / name / SFT_MARKER for name in (TEACHER, STUDENT)}
-    reused = all(m.is_file() for m in markers.values())
-    if reused:
-        print(f"compare: reusing the SFT teacher and warm student in {models}")
-    else:
-        sizes = f"SFT {spec.teacher_sft_steps}/{spec.student_sft_steps} steps"
-        print(f"compare: making the tiny models in {models} ({sizes})")
-        episodes = expert_episodes(base, target, spec.expert_tasks)
-        tiny = make_models(base, episodes, models)
-        sft_from_expert(base, episodes, tiny.teacher, steps=spec.teacher_sft_steps, out_dir=models / TEACHER)
-        sft_from_expert(base, episodes, tiny.student, steps=spec.student_sft_steps, out_dir=models / STUDENT)
+    with folder_lock(models):
+        reused = all(m.is_file() for m in markers.values())
+        if reused:
+            print(f"compare: reusing the SFT teacher and warm student in {models}")
+        else:
+            sizes = f"SFT {spec.teacher_sft_steps}/{spec.student_sft_steps} steps"
+            print(f"compare: making the tiny models in {models} ({sizes})")
+            episodes = expert_episodes(base, target, spec.expert_tasks)
+            tiny = make_models(base, episodes, models)
+            sft_from_expert(base, episodes, tiny.teacher, steps=spec.teacher_sft_steps, out_dir=models / TEACHER)
+            sft_from_expert(base, episodes, tiny.student, steps=spec.student_sft_steps, out_dir=models / STUDENT)
     from trainer.models.loading import check_same_tokenizer, load_tokenizer
 
     check_same_tokenizer(load_tokenizer(models / TEACHER), load_tokenizer(models / STUDENT))
@@ -145,19 +160,21 @@ def shared_baselines(
     held_out: TrainerConfig, info: dict[str, Any], target: str, models: Path, out: Path, name: str = BASELINES
 ) -> Baselines:
     """Seed-0 held-out evaluation of the warm student and the teacher, recorded in `out/name` and reused while the
-    models and the evaluation settings are the same; the comparison's own (`BASELINES`) also writes their episode
-    pages."""
+    models and the evaluation settings are the same (under `folder_lock`: made once for comparisons running side
+    by side into `out`); the comparison's own (`BASELINES`) also writes their episode pages."""
     env = held_out.env.model_dump(mode="json", exclude={"targets"})
     key = {"eval": held_out.eval.model_dump(mode="json"), "env": env, "models": info}
     path = out / name
-    if path.is_file() and (record := json.loads(path.read_text()))["key"] == key:
-        return Baselines(EvalResult(**record["student"]), EvalResult(**record["teacher"]), info)
-    pages = name == BASELINES
-    student, teacher = (
-        evaluate(held_out, str(models / who), targets=[target], html=out / f"episodes-{page}.html" if pages else None)
-        for who, page in ((STUDENT, "student"), (TEACHER, "teacher"))
-    )
-    path.write_text(json.dumps({"key": key, "student": asdict(student), "teacher": asdict(teacher)}, indent=2) + "\n")
+    with folder_lock(out):
+        if path.is_file() and (record := json.loads(path.read_text()))["key"] == key:
+            return Baselines(EvalResult(**record["student"]), EvalResult(**record["teacher"]), info)
+        pages = {STUDENT: out / "episodes-student.html", TEACHER: out / "episodes-teacher.html"}
+        html = pages if name == BASELINES else {}
+        student, teacher = (
+            evaluate(held_out, str(models / who), targets=[target], html=html.get(who)) for who in (STUDENT, TEACHER)
+        )
+        record = {"key": key, "student": asdict(student), "teacher": asdict(teacher)}
+        path.write_text(json.dumps(record, indent=2) + "\n")
     return Baselines(student, teacher, info)
 
 

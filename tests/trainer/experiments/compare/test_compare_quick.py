@@ -1,5 +1,6 @@
-"""`trainer compare --config atod-ablation --quick` end to end over already-made models: the sync (ATOD), async
-(DivOPD, checkpoint-evaluated) and branching (BranchOPD) drivers train, the report, plots and pages exist."""
+"""`trainer compare --quick` end to end over already-made models: atod-ablation's sync (ATOD), async (DivOPD,
+checkpoint-evaluated) and branching (BranchOPD) drivers train, the report, plots and pages exist; atod-long's
+learning-rate search picks each arm's rate, and a longer size continues the finished runs from their checkpoints."""
 
 from __future__ import annotations
 
@@ -54,6 +55,43 @@ def test_quick_atod_ablation_writes_report(tmp_path: Path) -> None:
     assert "teacher" in report and "student" in report and "82.81" in report
     for png in ("success-vs-steps.png", "success-vs-tokens.png", "episodes-teacher.html", "episodes-student.html"):
         assert (out / png).stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_quick_long_comparison_searches_learning_rates_then_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("alfworld")
+    models, out = tmp_path / "models", tmp_path / "compare"
+    cheap_models(models, "atod-long")
+    spec = load_spec("atod-long")
+    short = tmp_path / "atod-long-short.yaml"  # atod-long's arms, search and budget; 3-turn episodes (CI time)
+    short.write_text(f"extends: atod-long\ncommon: {json.dumps([*spec.common, 'env.max_turns=3'])}\n")
+    argv = ["compare", "--config", str(short), "--quick", "--out", str(out), "--models", str(models)]
+    assert main([*argv, "--arms", "opd,atod"]) == 0
+    search = json.loads((out / "lr-search.json").read_text())
+    assert [r["arm"] for r in search["results"]] == ["opd", "atod"]
+    assert sorted((r["arm"], r["lr"]) for r in search["runs"]) == sorted(
+        (arm, lr) for arm in ("opd", "atod") for lr in spec.lr_values
+    )
+    for result in search["results"]:  # every arm the same values; its long run at the chosen one
+        assert sorted(float(lr) for lr in result["scores"]) == list(spec.lr_values)
+        config = json.loads((out / "runs" / result["arm"] / "seed0" / "config.json").read_text())
+        assert config["optim"]["lr"] == result["chosen"] and config["env"]["eval_split"] == "valid_seen"
+    for run in search["runs"]:
+        assert run["steps"] == [0, 2]
+    assert [r["steps"] for r in json.loads((out / "runs.json").read_text())["runs"]] == [[0, 2, 4]] * 2
+    capsys.readouterr()
+    assert main([*argv, "--arms", "opd,atod", "--size", "steps=6"]) == 0  # longer: the same runs continue
+    printed = capsys.readouterr().out
+    assert printed.count("compare: reusing the finished run") == 2 * len(spec.lr_values)  # the search is kept
+    for arm in ("opd", "atod"):
+        assert f"compare: continuing {out / 'runs' / arm / 'seed0'} from step 4" in printed
+        metrics = (out / "runs" / arm / "seed0" / "metrics.jsonl").read_text().splitlines()
+        assert [json.loads(line)["step"] for line in metrics] == [1, 2, 3, 4, 5, 6]  # nothing trained twice
+    assert [r["steps"] for r in json.loads((out / "runs.json").read_text())["runs"]] == [[0, 2, 4, 6]] * 2
+    report = (out / "report.md").read_text()
+    assert "NARROWED: steps=6, 2 of 4 arms" in report and "## Learning-rate search" in report
 
 
 @pytest.mark.slow

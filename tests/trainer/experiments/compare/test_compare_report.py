@@ -88,3 +88,30 @@ def test_a_finished_run_is_reused_only_under_the_same_settings(tmp_path: Path) -
     assert finished_run(other_port) == run("grpo", 0)  # a new server's address is not a new setting; tokens recounted
     longer = arm_config(spec.sized(False, {"steps": 16}), arm, 0, tmp_path, Path("models"), "127.0.0.1:1")
     assert finished_run(longer) is None
+
+
+def test_comparisons_side_by_side_wait_for_the_shared_baselines_and_reuse_them(tmp_path: Path) -> None:
+    import json
+    import threading
+    from dataclasses import asdict
+
+    from trainer.experiments.compare.run import BASELINES, arm_config, folder_lock, shared_baselines
+
+    spec = load_spec("atod-long")
+    held_out = arm_config(spec, spec.arms[0], 0, tmp_path, Path("models"), "127.0.0.1:1")
+    info = {"teacher-sft": sft(1500, 0.7), "student-warm": sft(600, 0.4), "reused": True}
+    student = EvalResult("s", "valid_seen", 32, 0.0, 15.0, 0.0, 1.0)
+    teacher = EvalResult("t", "valid_seen", 32, 0.5, 11.0, 0.0, 1.0)
+    got: list[Baselines] = []
+    with folder_lock(tmp_path):  # another comparison is making them
+        waiting = threading.Thread(target=lambda: got.append(shared_baselines(held_out, info, "x", tmp_path, tmp_path)))
+        waiting.start()
+        waiting.join(timeout=1.0)
+        assert waiting.is_alive() and not got  # it waits (evaluating here would fail: no server at 127.0.0.1:1)
+        env = held_out.env.model_dump(mode="json", exclude={"targets"})
+        key = {"eval": held_out.eval.model_dump(mode="json"), "env": env, "models": info}
+        record = {"key": key, "student": asdict(student), "teacher": asdict(teacher)}
+        (tmp_path / BASELINES).write_text(json.dumps(record))
+    waiting.join(timeout=30.0)
+    (reused,) = got  # the other's record, nothing evaluated
+    assert (reused.student.policy, reused.teacher.success_rate, reused.models) == ("s", 0.5, info)
