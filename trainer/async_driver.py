@@ -90,9 +90,9 @@ class _Actors:
         """Rows in the buffer (queued and pending)."""
         return self.executor.call(self.buffer, ExperienceBuffer.available)
 
-    def take(self, q: int) -> TakenBatch:
-        """Update q's batch from the buffer's reader."""
-        return self.executor.call(self.buffer, ExperienceBuffer.take, q)
+    def take(self, q: int, audit: bool = False) -> TakenBatch:
+        """Update q's batch from the buffer's reader (`audit`: with its candidate pool)."""
+        return self.executor.call(self.buffer, ExperienceBuffer.take, q, audit)
 
     def close(self) -> None:
         self.group.close()
@@ -234,11 +234,15 @@ def _learn(config: TrainerConfig, actors: _Actors, out: Path, resume_from: str |
             producer.start()
     try:
         for q in bar:
+            audit = bool(config.divopd.audit_every) and (q + 1) % config.divopd.audit_every == 0
             if lockstep:
-                waited, taken = _lockstep_batch(actors, producers, q, need)
+                waited, taken = _lockstep_batch(actors, producers, q, need, audit)
             else:
-                waited, taken = _next_batch(actors, producers, q, need)
+                waited, taken = _next_batch(actors, producers, q, need, audit)
             metrics = {**log.drain(), **taken.metrics, "async/wait_s": waited}
+            if taken.audit is not None and taken.audit.trajectories:
+                pool = taken.audit
+                metrics.update(group.audit(composer.compose(pool.trajectories), pool.selected, pool.counted))
             metrics.update(group.learn(composer.compose(taken.trajectories), sleep=False))
             if (q + 1 - start) % config.divopd.sync_every == 0:
                 published.set(q + 1, group.publish_weights())
@@ -280,8 +284,11 @@ def _evaluator(config: TrainerConfig, actors: _Actors, out: Path) -> AsyncEvalua
     return AsyncEvaluator(config, actors.executor, actors.targets[0], held_out_tasks(config, actors.group), out, score)
 
 
-def _next_batch(actors: _Actors, producers: list[_Producer], q: int, need: int) -> tuple[float, TakenBatch]:
-    """Wait until `need` rows are buffered, then take update q's batch (again while it has no valid row)."""
+def _next_batch(
+    actors: _Actors, producers: list[_Producer], q: int, need: int, audit: bool
+) -> tuple[float, TakenBatch]:
+    """Wait until `need` rows are buffered, then take update q's batch (again while it has no valid row;
+    `audit`: with its candidate pool)."""
     start = time.perf_counter()
     while True:
         for producer in producers:
@@ -290,20 +297,22 @@ def _next_batch(actors: _Actors, producers: list[_Producer], q: int, need: int) 
         if not any(p.is_alive() for p in producers):
             raise RuntimeError("every producer stopped before the learner finished")
         if actors.available() >= need:
-            taken: TakenBatch = actors.take(q)
+            taken: TakenBatch = actors.take(q, audit)
             if taken.trajectories:
                 return time.perf_counter() - start, taken
         time.sleep(WAIT_POLL_S)
 
 
-def _lockstep_batch(actors: _Actors, producers: list[_Producer], q: int, need: int) -> tuple[float, TakenBatch]:
+def _lockstep_batch(
+    actors: _Actors, producers: list[_Producer], q: int, need: int, audit: bool
+) -> tuple[float, TakenBatch]:
     """`lockstep` schedule: every producer plays one rollout batch per update (more while under `need` rows)."""
     start = time.perf_counter()
     for producer in producers:
         producer.produce_once()
     while True:
         if actors.available() >= need:
-            taken: TakenBatch = actors.take(q)
+            taken: TakenBatch = actors.take(q, audit)
             if taken.trajectories:
                 return time.perf_counter() - start, taken
         for producer in producers:

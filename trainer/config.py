@@ -381,6 +381,13 @@ class DivopdConfig(_Section):
         "batch per update (a fixed, reproducible arrival rate for stress tests).",
     )
     min_rows: int = Field(0, ge=0, description="Rows buffered before an update may start (0: batch_rows).")
+    audit_every: int = Field(
+        0,
+        ge=0,
+        description="Every N updates, the per-turn gradient audit of the candidate pool before the update (Tables 10 "
+        "and 13: divopd/audit_projection, divopd/audit_cosine, divopd/focus_dropped_grad_norm_share; one backward per "
+        "pool turn; the paper audits 8 updates); 0: off. One learner rank only.",
+    )
     recovery: RecoveryConfig = Field(
         default_factory=RecoveryConfig,  # type: ignore[arg-type]
         description="Teacher takeover with `rollout.strategy: recovery`: patience, takeover_turns, rewind.",
@@ -485,6 +492,8 @@ class TrainerConfig(_Section):
             raise ValueError("divopd scores turns with the teacher: set models.teacher to a local folder")
         if self.placement.learner_gpus and not self.ray.enabled:
             raise ValueError("placement.learner_gpus reserves GPUs through Ray: set ray.enabled to true")
+        if self.divopd.audit_every and self.placement.learner_gpus > 1:
+            raise ValueError("divopd.audit_every runs on one learner rank: set placement.learner_gpus <= 1")
         self._check_gpu_path()
         return self
 

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from trainer.batching.divopd import PendingRow, RowMeta, SamplerSettings, select_batch
+from trainer.batching.divopd import POOLED, PendingRow, RowMeta, SamplerSettings, Selection, select_batch
 from trainer.batching.divopd_stats import (
     DepthOutcome,
     FlowCounters,
@@ -53,6 +53,18 @@ class _Rollout:
     won: bool
 
 
+@dataclass(frozen=True)
+class AuditPool:
+    """An update's candidate pool for the learner's gradient audit (`trainer.gradient_audit`, Tables 10 and 13)."""
+
+    trajectories: list[Trajectory]
+    """The pool's valid, supervised turns, one trajectory per rollout (rollout order, then turn order)."""
+    selected: list[bool]
+    """Per turn, in that order: it entered the batch."""
+    counted: list[bool]
+    """Per turn: its rollout gave the batch a turn (Table 10's scope)."""
+
+
 @dataclass
 class TakenBatch:
     """What `take` returns: the selected turns grouped per rollout, and the update's diagnostics."""
@@ -62,6 +74,8 @@ class TakenBatch:
     rows: int
     """Rows selected (a `vanilla` batch may include invalid rows; they are not in `trajectories`)."""
     metrics: dict[str, float] = field(default_factory=dict)
+    audit: AuditPool | None = None
+    """With `take(q, audit=True)`: the candidate pool the batch was chosen from."""
 
 
 class ExperienceBuffer:
@@ -107,13 +121,16 @@ class ExperienceBuffer:
         with self._lock:
             return len(self._queue) + len(self._pending)
 
-    def take(self, q: int) -> TakenBatch:
-        """Run the reader for update `q`; selected and dropped rows leave the buffer."""
+    def take(self, q: int, audit: bool = False) -> TakenBatch:
+        """Run the reader for update `q`; selected and dropped rows leave the buffer. `audit`: also return the
+        candidate pool (`AuditPool`)."""
         with self._lock:
-            return self._take(q)
+            return self._take(q, audit)
 
-    def _take(self, q: int) -> TakenBatch:
-        selection = select_batch(q, self._pending, list(self._queue), self.settings)
+    def _take(self, q: int, audit: bool) -> TakenBatch:
+        queue = list(self._queue)
+        selection = select_batch(q, self._pending, queue, self.settings)
+        pool = self._audit_pool(q, selection, queue) if audit else None
         for _ in range(selection.consumed):
             self._queue.popleft()
         self._pending = selection.pending
@@ -144,7 +161,33 @@ class ExperienceBuffer:
             "divopd/queued_rows": float(len(self._queue)),
             "divopd/selected_rows": float(len(selection.selected)),
         }
-        return TakenBatch(trajectories, len(selection.selected), metrics)
+        return TakenBatch(trajectories, len(selection.selected), metrics, pool)
+
+    def _audit_pool(self, q: int, selection: Selection, queue: Sequence[RowMeta]) -> AuditPool:
+        """The candidate pool V of a pooled reader; for `vanilla` and `gate-only`, which keep no pool, the fresh
+        valid rows among the first c*B of the queue (what a pooled reader would have read) and the batch's."""
+        if self.settings.reader in POOLED:
+            rows = list(selection.pool)
+        else:
+            v_min = max(q - self.settings.max_staleness, 0)
+            head = queue[: self.settings.pool_multiplier * self.settings.batch_rows]
+            rows = [
+                *{row.key: row for row in [*head, *selection.selected] if row.valid and row.version >= v_min}.values()
+            ]
+        rows = sorted((row for row in rows if self._turns[row.key].supervised), key=lambda row: row.key)
+        chosen = {row.key for row in selection.selected}
+        drew = {row.rollout for row in selection.selected if row.valid}
+        by_rollout: dict[int, list[RowMeta]] = {}
+        for row in rows:
+            by_rollout.setdefault(row.rollout, []).append(row)
+        trajectories = []
+        for group, (r, own) in enumerate(by_rollout.items()):
+            info = self._rollouts[r]
+            turns = [self._turns[row.key] for row in own]
+            trajectories.append(
+                Trajectory(task_id=info.task_id, group=group, seed=info.seed, turns=turns, won=info.won)
+            )
+        return AuditPool(trajectories, [row.key in chosen for row in rows], [row.rollout in drew for row in rows])
 
     def _trajectories(self, rows: Sequence[RowMeta]) -> list[Trajectory]:
         by_rollout: dict[int, list[RowMeta]] = {}

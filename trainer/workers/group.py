@@ -135,6 +135,10 @@ class WorkerGroup:
                 self.executor.call(self.teacher, TeacherWorker.sleep)
         return self._on_learners(LearnerWorker.step, batch)
 
+    def audit(self, pool: TokenBatch, selected: list[bool], counted: list[bool]) -> dict[str, float]:
+        """The learner's gradient audit of a DivOPD candidate pool (Tables 10 and 13), before the update."""
+        return self._on_learners(LearnerWorker.audit, pool, selected, counted)
+
     def sync_weights(self) -> None:
         """Push the learner's weights to every rollout worker (`backend.weight_sync`, weight_sync.py).
         Sleeping engines wake in verl's order: weights, the push, then the KV cache (and the teacher); before

@@ -82,6 +82,12 @@ class LearnerWorker:
         """One update on `batch`; its metrics."""
         return self.learner.step(batch)
 
+    def audit(self, pool: TokenBatch, selected: list[bool], counted: list[bool]) -> dict[str, float]:
+        """DivOPD's gradient audit of the candidate `pool` at the current parameters (`trainer.gradient_audit`)."""
+        from trainer.gradient_audit import audit
+
+        return audit(self.learner, pool, selected, counted)
+
     def weights(self) -> dict[str, torch.Tensor]:
         """CPU copy of the current parameters."""
         return self.learner.weights()

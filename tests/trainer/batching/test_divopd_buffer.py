@@ -121,3 +121,29 @@ def test_stale_accounting_under_producer_overload(
     assert m["divopd/arrived_rows"] == 16 and m["divopd/batched_rows"] == 8
     assert sum(m[key] for key in ACCOUNTED) == m["divopd/arrived_rows"]
     assert m[NEVER_SELECTED_SHARE] == pytest.approx(never)
+
+
+def test_audit_pool_is_the_candidate_pool_with_the_batch_and_its_rollouts_marked() -> None:
+    # DivOPD, B = 2, k = 1: rollout a (3 valid turns, gaps 0.1/0.9/0.5 + a teacher turn), rollout b (1 turn)
+    buffer = ExperienceBuffer(SamplerSettings(batch_rows=2, pool_multiplier=4, initial_cap=1))
+    a = [make_turn(gap=0.1), make_turn(gap=0.9), make_turn(gap=0.5), make_turn(teacher=True)]
+    b, c = make_turn(gap=0.2), make_turn(gap=0.3)
+    buffer.push([rollout("a", a), rollout("b", [b]), rollout("c", [c])], version=0)
+    taken = buffer.take(0, audit=True)
+    pool = taken.audit
+    assert pool is not None and taken.rows == 2
+    assert [t.task_id for t in pool.trajectories] == ["a", "b", "c"]  # the valid pool, teacher turn gated out
+    assert [t.turns for t in pool.trajectories] == [a[:3], [b], [c]]
+    assert pool.selected == [False, True, False, True, False]  # a's top-s(u) turn (gap 0.9) and b's
+    assert pool.counted == [True, True, True, True, False]  # c gave the batch nothing: outside Table 10's scope
+    assert SyncGroups("history").compose(pool.trajectories).num_rows == len(pool.selected)
+    assert buffer.take(1).audit is None  # only when asked
+
+
+def test_audit_pool_of_a_reader_without_a_pool_is_the_queue_head_it_read_from() -> None:
+    buffer = ExperienceBuffer(SamplerSettings(reader="gate-only", batch_rows=2, pool_multiplier=2))
+    buffer.push([rollout("a", [make_turn(teacher=True), *(make_turn() for _ in range(5))])], version=0)
+    pool = buffer.take(0, audit=True).audit
+    assert pool is not None
+    assert pool.selected == [True, True, False]  # the first c*B = 4 queue rows, the teacher turn gated out
+    assert pool.counted == [True] * 3

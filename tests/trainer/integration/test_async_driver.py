@@ -11,6 +11,7 @@ import pytest
 from trainer.batching.divopd_stats import PLOTTED as DIVOPD_KEYS
 from trainer.config import TrainerConfig, config_from_dict
 from trainer.driver import train
+from trainer.gradient_audit import COSINE, DROPPED_GRAD_NORM_SHARE, POOL_ROWS, PROJECTION
 from trainer.metrics import read_metrics
 
 
@@ -35,6 +36,7 @@ def test_async_run_logs_divopd_diagnostics(
     config.divopd.reader = reader  # type: ignore[assignment]
     config.divopd.schedule = schedule  # type: ignore[assignment]
     config.divopd.producers = 2 if schedule == "async" else 1
+    config.divopd.audit_every = 2
     result = train(config, progress=False)
     assert result.final_step == 2 and result.checkpoint and result.checkpoint.endswith("step_000002")
     records = read_metrics(tmp_path / reader / "metrics.jsonl")
@@ -47,6 +49,8 @@ def test_async_run_logs_divopd_diagnostics(
         assert record["learner/supervised_tokens"] > 0
     assert records[-1]["divopd/arrived_rows"] >= records[-1]["divopd/drained_rows"] > 0
     assert (tmp_path / reader / "training.png").stat().st_size > 1000
+    assert PROJECTION not in records[0] and -1 <= records[1][COSINE] <= 1  # the gradient audit of update 2 only
+    assert records[1][POOL_ROWS] >= records[1]["learner/rows"] and 0 <= records[1][DROPPED_GRAD_NORM_SHARE] < 1
 
 
 @pytest.mark.slow

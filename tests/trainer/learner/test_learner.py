@@ -135,3 +135,36 @@ def test_recompute_defaults_to_on_only_for_another_engine() -> None:
     assert OptimConfig().recompute("vllm") and not OptimConfig().recompute("hf")
     assert OptimConfig(recompute_logp_old=True).recompute("hf")
     assert not OptimConfig(recompute_logp_old=False).recompute("vllm")
+
+
+def test_turn_gradients_average_to_the_update_gradient_and_the_audit_changes_nothing(
+    tiny_models: TinyModels, batch: TokenBatch
+) -> None:
+    from trainer.gradient_audit import COSINE, DROPPED_GRAD_NORM_SHARE, PROJECTION, audit, turn_gradients
+
+    learner = _learner(tiny_models.student, "opd", budget=1 << 20, reduction="turn-mean-token-mean")
+    before = {n: p.detach().clone() for n, p in learner.model.named_parameters()}
+    rng = torch.get_rng_state()
+    rows = batch.num_rows
+    selected = [row % 3 == 0 for row in range(rows)]
+    counted = [row < rows // 2 for row in range(rows)]
+    metrics = audit(learner, batch, selected, counted)
+    assert all(p.grad is None for p in learner.model.parameters())  # nothing accumulated, nothing stepped
+    assert all(torch.equal(p, before[n]) for n, p in learner.model.named_parameters())
+    assert torch.equal(torch.get_rng_state(), rng) and not learner.optimizer.state
+
+    gradients = [g.double() for g in turn_gradients(learner, batch)]
+    pool = torch.stack(gradients).mean(dim=0)
+    chosen = torch.stack([g for g, s in zip(gradients, selected, strict=True) if s]).mean(dim=0)
+    assert metrics[PROJECTION] == pytest.approx(float(pool @ chosen / (pool @ pool)), rel=1e-6)
+    assert metrics[COSINE] == pytest.approx(float(pool @ chosen / (pool.norm() * chosen.norm())), rel=1e-6)
+    norms = [float(g.norm()) for g in gradients]
+    dropped = sum(n for n, s, c in zip(norms, selected, counted, strict=True) if c and not s)
+    assert metrics[DROPPED_GRAD_NORM_SHARE] == pytest.approx(dropped / sum(norms[: rows // 2]), rel=1e-6)
+
+    # G over every turn is the update's own gradient (turn-mean-token-mean, before clipping)
+    advantages, _ = learner.spec.compute(batch, learner.hyperparameters, step=0)
+    learner._accumulate(batch, advantages, batch_loss_weights(batch, learner.reduction))
+    update = torch.cat([p.grad.reshape(-1) for p in learner.model.parameters() if p.grad is not None]).double()
+    assert torch.allclose(pool, update, rtol=1e-4, atol=1e-7)
+    assert audit(learner, batch, [True] * rows, [True] * rows)[PROJECTION] == pytest.approx(1.0)
