@@ -229,6 +229,8 @@ def _learn(config: TrainerConfig, actors: _Actors, out: Path, resume_from: str |
     metrics: dict[str, float] = {}
     bar = tqdm(range(start, config.steps), initial=start, total=config.steps, disable=not progress, desc="train-async")
     lockstep = config.divopd.schedule == "lockstep"
+    if evaluator is not None and config.eval.at_start and start == 0:
+        evaluator.request(0, group.publish_weights())
     if not lockstep:
         for producer in producers:
             producer.start()

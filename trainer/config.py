@@ -406,6 +406,11 @@ class EvalConfig(_Section):
         "with the current weights (the async driver: the learner's, on an evaluator of its own), logged as eval/* "
         "and plotted (0: only `trainer eval`).",
     )
+    at_start: bool = Field(
+        False,
+        description="With `every`, also evaluate the starting weights before the first update, logged as step 0 "
+        "(nAUC and the costs to target then start from the initial success; not on a resumed run).",
+    )
     target_success: float | None = Field(
         None,
         ge=0,

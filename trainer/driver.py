@@ -114,6 +114,8 @@ def _loop(
     metrics: dict[str, float] = {}
     bar = tqdm(range(start, config.steps), initial=start, total=config.steps, disable=not progress, desc="train")
     try:
+        if eval_tasks and config.eval.at_start and start == 0:
+            logger.log(0, periodic_eval(config, workers, eval_tasks, out / "episodes" / "step_000000.html"))
         for step in bar:
             metrics = train_step(config, workers, composer, sampler.sample(config.rollout.tasks_per_step), step)
             if eval_tasks and (step + 1) % config.eval.every == 0:

@@ -103,11 +103,11 @@ def test_async_run_evaluates_held_out_from_the_learners_weights(
     tmp_path: Path, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
 ) -> None:
     """`eval.every` on the async path: the sync driver's held-out protocol (both splits and their mean) with the
-    learner's weights after each evaluated update, logged as records of that step; the checkpoint of a step
-    evaluated by `trainer eval` gives the same numbers (same weights, same seeds)."""
+    learner's weights after each evaluated update (and with `at_start` before the first), logged as records of that
+    step; `trainer eval` on that step's checkpoint (step 0: the student) gives the same numbers (same weights, seeds)."""
     from trainer.eval import evaluate
 
-    eval_section = {"every": 1, "num_tasks": 2}
+    eval_section = {"every": 1, "num_tasks": 2, "at_start": True}
     env = {"eval_splits": ["valid_seen", "valid_unseen"]}
     config = _config(alfworld_config, alfworld_server, tmp_path / "run", eval=eval_section, env=env, checkpoint_every=1)
     config.divopd.schedule = "lockstep"  # type: ignore[assignment]
@@ -115,12 +115,12 @@ def test_async_run_evaluates_held_out_from_the_learners_weights(
     train(config, progress=False)
     records = read_metrics(tmp_path / "run" / "metrics.jsonl")
     held_out = {r["step"]: r for r in records if "eval/success_rate" in r}
-    assert sorted(held_out) == [1, 2]
+    assert sorted(held_out) == [0, 1, 2]  # eval.at_start: step 0 is the starting student
     for step, record in held_out.items():
         assert "divopd/selected_rows" not in record  # a record of its own, not the update's
         seen, unseen = record["eval/valid_seen/success_rate"], record["eval/valid_unseen/success_rate"]
         assert record["eval/success_rate"] == pytest.approx((seen + unseen) / 2)
-        checkpoint = tmp_path / "run" / "checkpoints" / f"step_{step:06d}"
+        checkpoint = tmp_path / "run" / "checkpoints" / f"step_{step:06d}" if step else config.models.student
         again = evaluate(config, str(checkpoint), targets=[alfworld_server], seed=config.seed)
         assert again.success_rate == pytest.approx(record["eval/success_rate"])
         assert again.mean_turns == pytest.approx(record["eval/mean_turns"])

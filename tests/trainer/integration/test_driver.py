@@ -27,10 +27,13 @@ def _config(alfworld_config: Callable[..., TrainerConfig], server: str, out: Pat
 def test_atod_run_logs_diagnostics_checkpoints_and_resumes(
     tmp_path: Path, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
 ) -> None:
-    config = _config(alfworld_config, alfworld_server, tmp_path / "run", eval={"every": 2, "num_tasks": 2})
+    held_out = {"every": 2, "num_tasks": 2, "at_start": True}
+    config = _config(alfworld_config, alfworld_server, tmp_path / "run", eval=held_out)
     result = train(config, progress=False)
     assert result.final_step == 2 and result.checkpoint and result.checkpoint.endswith("step_000002")
-    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    start, *records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert start["step"] == 0 and start["eval/trajectories"] == 2.0  # eval.at_start: the warm student, step 0
+    assert "learner/step" not in start and (tmp_path / "run" / "episodes" / "step_000000.html").is_file()
     assert [r["step"] for r in records] == [1, 2]
     # the ATOD schedule (T = 2): kappa 1.0 -> 0.55, rho 0.1 -> 0.55; T-DUR diagnostics present
     assert records[0]["hybrid/kl_coef"] == pytest.approx(1.0) and records[1]["hybrid/kl_coef"] == pytest.approx(0.55)
@@ -47,8 +50,8 @@ def test_atod_run_logs_diagnostics_checkpoints_and_resumes(
     # resume: the step count continues from the checkpoint
     resumed = train(config.model_copy(update={"steps": 3}), progress=False)
     assert resumed.final_step == 3
-    assert [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == [1, 2, 3]
-    assert read_metrics(tmp_path / "run" / "metrics.jsonl")[2]["hybrid/kl_coef"] == pytest.approx(0.1)
+    assert [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == [0, 1, 2, 3]  # no 2nd step 0
+    assert read_metrics(tmp_path / "run" / "metrics.jsonl")[3]["hybrid/kl_coef"] == pytest.approx(0.1)
     assert json.loads((tmp_path / "run" / "config.json").read_text())["steps"] == 3
 
 

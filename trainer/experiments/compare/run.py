@@ -147,7 +147,7 @@ def read_curve(arm: Arm, seed: int, output_dir: Path, start: EvalResult, wall_s:
     for record in records:
         generated += generated_tokens(record)
         scored += record.get("teacher/tokens_scored") or 0.0
-        if record.get("eval/success_rate") is None:
+        if record.get("eval/success_rate") is None or record["step"] == 0:  # step 0: `start` (eval.at_start)
             continue
         success.append(record["eval/success_rate"])
         turns.append(record["eval/mean_turns"])
