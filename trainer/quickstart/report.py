@@ -63,10 +63,15 @@ def learning_lines(check: LearningCheck, kl: tuple[float, float] | None) -> str:
     return "\n".join(f"* {line}" for line in lines)
 
 
+ORIGINS = {
+    "made": "Models made by this run",
+    "reused": "Models reused from an earlier run with the same plan",
+    "shipped": "Models shipped with the project for this plan (`trainer make-models --quickstart` makes them), copied",
+}
+
+
 def _sft_lines(models: QuickstartModels) -> str:
-    if models.reused:
-        return f"* Models reused from an earlier run with the same plan ({models.student}, {models.teacher})."
-    lines = []
+    lines = [f"* {ORIGINS[models.origin]}: student {models.student}, teacher {models.teacher}."]
     for role, result in models.sft.items():
         lines.append(
             f"* {role.capitalize()} SFT on expert turns ({result['steps']:.0f} steps, {result['seconds']:.0f} s): "

@@ -1,9 +1,10 @@
 """`trainer quickstart`: one local server, the models (made or reused), evaluations before and after training, a report.
 
 Phases, each announced as `[k/n] what -> where` with a progress bar when it takes more than a few
-seconds: the local server; when the models folder holds none made by the same plan, the expert's
-episodes, the base models, the student's and the teacher's SFT; held-out evaluations of the student
-and the teacher; training; the trained student's evaluation; the report (`<out>/report.md`).
+seconds: the local server; the models (reused from the models folder when an earlier run made them
+with the same plan, else copied from the shipped ones when they fit, else made: the expert's
+episodes, the base models, the student's and the teacher's SFT); held-out evaluations of the
+student and the teacher; training; the trained student's evaluation; the report (`<out>/report.md`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +26,15 @@ from trainer.quickstart.models import (
     TEACHER,
     QuickstartModels,
     check_plan_installed,
+    clear_models,
+    copy_models,
     expert_episodes,
     make_models,
+    prune_models,
     reusable_models,
     save_record,
     sft_from_expert,
+    shipped_models,
     smollm2_base,
 )
 from trainer.quickstart.plans import PLANS, ModelPlan
@@ -63,29 +69,29 @@ def quickstart(
     overrides: Sequence[str] = (),
     env: str | None = None,
     verbose: bool = False,
+    remake_models: bool = False,
 ) -> Path:
     """The README's main job on `env` (default: `pick_environment()`) with `plan`'s models; returns the report path.
 
-    `overrides` apply to the plan's trainer config; `verbose` keeps transformers' bars and logs.
+    `overrides` apply to the plan's trainer config; `verbose` keeps transformers' bars and logs;
+    `remake_models` makes the models afresh (neither reused nor copied from the shipped ones).
     """
     check_plan_installed(plan)
-    if not verbose:
-        quiet_libraries()
+    _settle_process(plan, verbose)
     out, models_root = Path(out_dir), Path(models_dir or default_models_dir(plan.name))
     env = env or pick_environment()
-    base = [f"env.name={env}", f"output_dir={out / 'train'}", *ENV_OVERRIDES[env]]
+    base = [*env_overrides(env), f"output_dir={out / 'train'}"]
     config = load_config(plan.config, [*base, *overrides])
-    reused = reusable_models(plan, config, models_root)
-    phases = Phases(1 + (1 if reused else model_phases(plan)) + 5)
+    ready = None if remake_models else reusable_models(plan, config, models_root) or shipped_models(plan, config)
+    phases = Phases(1 + (1 if ready else model_phases(plan)) + 5)
     load_start = os.getloadavg()
     phases.start("server", f"starting a local {env} server (its log)", out / "server.log")
     settings = config.env.server_settings
     with LocalServer(env, log=out / "server.log", settings=settings, prepare=tasks_to_prepare(config)) as server:
-        if reused:
-            phases.start("models", "models made by an earlier run with the same plan: reused", models_root)
-            models = reused
+        if ready is None:
+            models = make_quickstart_models(plan, config, server.address, models_root, phases, remake_models)
         else:
-            models = make_quickstart_models(plan, config, server.address, models_root, phases)
+            models = place_models(ready, models_root, phases)
         placed = [f"env.targets=[{server.address}]", f"models.student={models.student}"]
         config = load_config(plan.config, [*base, *placed, f"models.teacher={models.teacher}", *overrides])
         evaluation = Evaluation(phases, config, plan.eval_samples, out / "eval")
@@ -116,15 +122,68 @@ def quickstart(
     return report
 
 
+def quickstart_models(
+    models_dir: str | Path,
+    *,
+    plan: ModelPlan = PLANS["tiny"],
+    overrides: Sequence[str] = (),
+    env: str | None = None,
+    verbose: bool = False,
+) -> QuickstartModels:
+    """Make `plan`'s models afresh into `models_dir` as `quickstart` does (`trainer make-models --quickstart`: how
+    the shipped ones are made), with the same phases; no evaluation, no training."""
+    check_plan_installed(plan)
+    _settle_process(plan, verbose)
+    models_root = Path(models_dir)
+    env = env or pick_environment()
+    config = load_config(plan.config, [*env_overrides(env), *overrides])
+    phases = Phases(1 + model_phases(plan))
+    log = Path(tempfile.mkdtemp(prefix="make-models-")) / "server.log"  # not in the models folder (shipped as is)
+    phases.start("server", f"starting a local {env} server (its log)", log)
+    with LocalServer(env, log=log, settings=config.env.server_settings, prepare=tasks_to_prepare(config)) as server:
+        models = make_quickstart_models(plan, config, server.address, models_root, phases, remake=True)
+    prune_models(models_root)
+    phases.end()
+    return models
+
+
+def env_overrides(env: str) -> list[str]:
+    """The config overrides that point a quickstart config at `env` (`ENV_OVERRIDES`)."""
+    return [f"env.name={env}", *ENV_OVERRIDES[env]]
+
+
+def _settle_process(plan: ModelPlan, verbose: bool) -> None:
+    """The plan's torch threads; libraries quiet unless `verbose`."""
+    if plan.threads:
+        import torch
+
+        torch.set_num_threads(plan.threads)
+    if not verbose:
+        quiet_libraries()
+
+
+def place_models(ready: QuickstartModels, models_root: Path, phases: Phases) -> QuickstartModels:
+    """Announce models reused from `models_root`, or copy the shipped ones there."""
+    if ready.origin == "reused":
+        phases.start("models", "models made by an earlier run with the same plan: reused", models_root)
+        return ready
+    source = ready.student.parent
+    phases.start("models", f"models shipped with the project for this plan, copied from {source}", models_root)
+    return copy_models(ready, models_root)
+
+
 def model_phases(plan: ModelPlan) -> int:
     """Phases that make the models: expert episodes, base models, the student's SFT (if any), the teacher's SFT."""
     return 3 + (plan.student_steps > 0)
 
 
 def make_quickstart_models(
-    plan: ModelPlan, config: TrainerConfig, target: str, models_root: Path, phases: Phases
+    plan: ModelPlan, config: TrainerConfig, target: str, models_root: Path, phases: Phases, remake: bool = False
 ) -> QuickstartModels:
-    """Play the expert, make the base models, SFT the student and the teacher (each phase announced, with a bar)."""
+    """Play the expert, make the base models, SFT the student and the teacher (each phase announced, with a bar);
+    `remake` first removes what an earlier run wrote there (else unchanged pieces are reused)."""
+    if remake:
+        clear_models(models_root)
     phases.start("expert", f"expert episodes on {plan.expert_tasks} training tasks (GetExpertActions)", models_root)
     with bar(plan.expert_tasks, "expert", unit="ep") as progress:
         episodes = expert_episodes(config, target, plan.expert_tasks, on_episode=lambda _: progress.update(1))
@@ -145,7 +204,7 @@ def make_quickstart_models(
     teacher_source = student if plan.teacher_from_student else base_teacher
     teacher = models_root / TEACHER
     sft["teacher"] = _sft(phases, plan, config, episodes, teacher_source, plan.teacher_steps, teacher, "teacher")
-    made = QuickstartModels(student, teacher, sft, reused=False)
+    made = QuickstartModels(student, teacher, sft, origin="made")
     save_record(plan, config, models_root, made)
     return made
 

@@ -1,5 +1,6 @@
 """`trainer quickstart` end to end at tiny sizes: its own local server, every phase announced, models made then
-reused, evaluations, training, the report with the learning check; and the --model smollm2 install hint."""
+reused (or the shipped ones copied), evaluations, training, the report with the learning check; and the
+--model smollm2 install hint."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from trainer.cli import main
 from trainer.quickstart import models
-from trainer.quickstart.models import MODELS_RECORD
+from trainer.quickstart.models import MODELS_RECORD, SHIPPED, STUDENT, TEACHER, file_hashes
 from trainer.quickstart.plans import PLANS, SMOLLM2_INSTALL
 from trainer.quickstart.run import quickstart
 
@@ -47,6 +48,21 @@ def test_quickstart_makes_then_reuses_its_models(tmp_path: Path, capsys: pytest.
     printed = capsys.readouterr()
     assert "reused" in printed.out and "expert episodes" not in printed.out
     assert "[1/7]" in printed.out and "Models reused" in again.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_quickstart_copies_the_shipped_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("alfworld")
+    models = tmp_path / "models"
+    sizes = ["steps=1", "eval.num_tasks=2", "rollout.tasks_per_step=2"]  # env.max_turns is part of the models' key
+    report = quickstart(tmp_path / "out", models, plan=PLANS["tiny"], overrides=sizes, env="alfworld")
+    printed = capsys.readouterr().out
+    assert "[2/7] models shipped with the project for this plan, copied from" in printed
+    assert "expert episodes" not in printed and "Models shipped with the project" in report.read_text()
+    shipped = json.loads((SHIPPED / "tiny" / MODELS_RECORD).read_text())
+    assert json.loads((models / MODELS_RECORD).read_text()) == shipped
+    assert file_hashes(models, [STUDENT, TEACHER]) == shipped["files"]
 
 
 def test_smollm2_without_its_packages_says_the_install_command(

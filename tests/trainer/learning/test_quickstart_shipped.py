@@ -1,0 +1,39 @@
+"""The quickstart's shipped tiny models still fit the tiny plan and the quickstart config (fast: no server, no
+model loaded). A change to the plan's model fields or to the prompt/environment settings the SFT examples were
+rendered with makes this fail: remake them with `trainer make-models --quickstart --out trainer/quickstart/shipped/tiny`
+(docs/quickstart.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainer.config import load_config
+from trainer.quickstart.models import MODELS_RECORD, SHIPPED, record_key, shipped_models
+from trainer.quickstart.plans import PLANS
+from trainer.quickstart.run import env_overrides
+
+REMAKE = "remake them: trainer make-models --quickstart --out trainer/quickstart/shipped/tiny"
+
+
+def test_the_shipped_models_fit_the_tiny_plan_and_the_quickstart_config() -> None:
+    plan = PLANS["tiny"]
+    config = load_config(plan.config, env_overrides("alfworld"))
+    record = json.loads((SHIPPED / plan.name / MODELS_RECORD).read_text())
+    assert record["key"] == record_key(plan, config), f"the shipped models were made with other settings; {REMAKE}"
+    models = shipped_models(plan, config)
+    assert models is not None, f"a shipped file differs from its recorded sha256; {REMAKE}"
+    assert models.origin == "shipped" and (models.student / "model.safetensors").is_file()
+    assert {path.split("/")[0] for path in record["files"]} == {models.student.name, models.teacher.name}
+
+
+@pytest.mark.parametrize("change", ["prompt.history_length=2", "env.max_turns=10", "seed=1"])
+def test_other_prompt_or_environment_settings_do_not_fit_the_shipped_models(change: str) -> None:
+    plan = PLANS["tiny"]
+    assert shipped_models(plan, load_config(plan.config, [*env_overrides("alfworld"), change])) is None
+
+
+def test_another_plan_does_not_fit_the_shipped_models() -> None:
+    config = load_config("quickstart.yaml", env_overrides("alfworld"))
+    assert shipped_models(PLANS["tiny"].sized(teacher_steps=1499), config) is None
