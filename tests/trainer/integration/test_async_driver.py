@@ -104,7 +104,8 @@ def test_async_run_evaluates_held_out_from_the_learners_weights(
 ) -> None:
     """`eval.every` on the async path: the sync driver's held-out protocol (both splits and their mean) with the
     learner's weights after each evaluated update (and with `at_start` before the first), logged as records of that
-    step; `trainer eval` on that step's checkpoint (step 0: the student) gives the same numbers (same weights, seeds)."""
+    step; `trainer eval` on that step's checkpoint (step 0: the student) gives the same numbers (same weights,
+    seeds)."""
     from trainer.eval import evaluate
 
     eval_section = {"every": 1, "num_tasks": 2, "at_start": True}
