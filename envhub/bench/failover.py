@@ -63,8 +63,8 @@ def _replicas(settings: FailoverBenchSettings) -> Iterator[list[ServerProcess]]:
         with contextlib.ExitStack() as stack:
             yield [
                 stack.enter_context(
-                    ServerProcess(
-                        settings.environment, settings.workers, max_sessions=settings.sessions + 64, extra=extra
+                    ServerProcess(  # room for every session: the replica left takes the killed one's too
+                        settings.environment, settings.workers, max_sessions=2 * settings.sessions + 256, extra=extra
                     )
                 )
                 for _ in range(2)
