@@ -8,8 +8,9 @@ session. Overhead: the mean turn of a plain `EnvhubPool` (no failover) against
 cost), all measured in the same run. Recovery: after 3 turns one replica is SIGKILLed and the next
 turn is timed from the kill until every session, the killed replica's half included, has its
 step's result (each checked to equal the result of an undisturbed twin played alongside, so
-nothing is lost or applied twice); once with the default recovery concurrency and once moving
-sessions one at a time (the baseline). Writes `<out>/envhub-failover-recovery.json` and `.md`.
+nothing is lost or applied twice); with the default recovery concurrency on a replica left that
+had not held the killed one's tasks (cold: it loads each game at its first restore) and on one
+whose workers held them (warm), and moving sessions one at a time, cold (the baseline). Writes `<out>/envhub-failover-recovery.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def _say(message: str) -> None:
 
 
 @contextlib.contextmanager
-def _replicas(settings: FailoverBenchSettings) -> Iterator[list[ServerProcess]]:
+def _replicas(settings: FailoverBenchSettings, count: int = 2) -> Iterator[list[ServerProcess]]:
     os.environ["ENVHUB_SNAPSHOT_KEY"] = KEY
     chosen = SERVER_SETTINGS.get(settings.environment, {})
     extra = [item for key, value in chosen.items() for item in ("--set", f"{settings.environment}.{key}={value}")]
@@ -67,7 +68,7 @@ def _replicas(settings: FailoverBenchSettings) -> Iterator[list[ServerProcess]]:
                         settings.environment, settings.workers, max_sessions=2 * settings.sessions + 256, extra=extra
                     )
                 )
-                for _ in range(2)
+                for _ in range(count)
             ]
     finally:
         del os.environ["ENVHUB_SNAPSHOT_KEY"]
@@ -119,17 +120,20 @@ def _overhead(settings: FailoverBenchSettings, actions: Iterator[str]) -> dict[s
     return means
 
 
-def _recovery(settings: FailoverBenchSettings, concurrency: int, actions: list[str]) -> dict[str, Any]:
+def _recovery(settings: FailoverBenchSettings, concurrency: int, actions: list[str], warm: bool) -> dict[str, Any]:
     """Kill one replica after 3 turns; the next turn's time from the kill, and whether every result
-    equals the undisturbed twin's."""
-    with _replicas(settings) as servers:
+    equals the undisturbed twin's. `warm`: the twins play on the replica left, whose workers so hold
+    every task (as in a fleet that served them before); else on a third server, so the replica left
+    loads each of the killed one's tasks at its first restore."""
+    with _replicas(settings, 2 if warm else 3) as started:
+        servers = started[:2]
         transport = FailoverTransport.over([s.target for s in servers], SNAPSHOT_EVERY, concurrency=concurrency)
-        with EnvhubClient(transport) as client, EnvhubClient(servers[1].target) as twins:
+        with EnvhubClient(transport) as client, EnvhubClient(started[-1].target) as twins:
             task_of = _groups(client, settings)
             ids = list(task_of)
             replica = {t.target: name for name, t in transport.pool.replicas.items()}[servers[0].target]
             on_killed = sum(session.startswith(replica + ".") for session in ids)
-            # an undisturbed twin per task on the replica that stays, stepped alike
+            # an undisturbed twin per task, stepped alike
             twin = {
                 task: twins.create_session(settings.environment, task, max_steps=10**6).session_id
                 for task in set(task_of.values())
@@ -137,6 +141,7 @@ def _recovery(settings: FailoverBenchSettings, concurrency: int, actions: list[s
             for action in actions[:3]:
                 _turn(client, ids, action)
                 twins.step_many([(session, action) for session in twin.values()])
+            transport.settle()  # the background snapshots of the last turn are in
             servers[0].process.kill()
             killed_at = time.perf_counter()
             results = client.step_many([(session, actions[3]) for session in ids])
@@ -148,11 +153,12 @@ def _recovery(settings: FailoverBenchSettings, concurrency: int, actions: list[s
             for session in [*ids, *twin.values()]:
                 (client if session in task_of else twins).close_session(session)
     _say(
-        f"  concurrency {concurrency}: {on_killed} sessions on the killed replica, all {len(ids)} stepping again "
-        f"{stepping_s:.2f} s after the kill (results equal: {equal})"
+        f"  concurrency {concurrency}, {'warm' if warm else 'cold'}: {on_killed} sessions on the killed replica, all "
+        f"{len(ids)} stepping again {stepping_s:.2f} s after the kill (results equal: {equal})"
     )
     return {
         "concurrency": concurrency,
+        "warm": warm,
         "sessions_on_killed_replica": on_killed,
         "stepping_again_s": stepping_s,
         "recoveries": transport.recoveries,
@@ -168,8 +174,9 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
     overhead = _overhead(settings, cycle)
     actions = [next(cycle) for _ in range(4)]
     _say(f"{settings.environment}: recovery of the sessions of a killed replica")
-    parallel = _recovery(settings, moves.CONCURRENCY, actions)
-    serial = _recovery(settings, 1, actions)
+    parallel = _recovery(settings, moves.CONCURRENCY, actions, warm=False)
+    warm = _recovery(settings, moves.CONCURRENCY, actions, warm=True)
+    serial = _recovery(settings, 1, actions, warm=False)
     result = {
         "environment": settings.environment,
         "settings": SERVER_SETTINGS.get(settings.environment, {}),
@@ -181,6 +188,7 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
         "overhead_turn_s": overhead,
         "snapshot_every_default": SNAPSHOT_EVERY,
         "recovery": parallel,
+        "recovery_warm": warm,
         "recovery_serial": serial,
         "target_s": TARGET_S,
         "speedup": serial["stepping_again_s"] / parallel["stepping_again_s"],
@@ -193,7 +201,7 @@ def _write(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "envhub-failover-recovery.json").write_text(json.dumps(result, indent=2) + "\n")
     plain = result["overhead_turn_s"]["plain pool"]
-    parallel, serial = result["recovery"], result["recovery_serial"]
+    parallel, warm, serial = result["recovery"], result["recovery_warm"], result["recovery_serial"]
     lines = [
         f"# envhub bench --profile failover: {result['environment']}",
         "",
@@ -210,16 +218,23 @@ def _write(result: dict[str, Any], out: Path) -> None:
     lines += [
         "",
         f"One replica SIGKILLed after 3 turns (snapshot every {result['snapshot_every_default']} steps): "
-        "the next turn, from the kill until every session has its step's result:",
+        "the next turn, from the kill until every session has its step's result. Cold: the replica left had not "
+        "held the killed one's tasks, so its first restore of each loads that game; warm: its workers held every "
+        "task already (as in a fleet that served them before). Each result is checked against an undisturbed twin:",
         "",
         "| recovery | sessions on the killed replica | all stepping again after | results equal an undisturbed run |",
         "|---|---|---|---|",
-        f"| parallel (concurrency {parallel['concurrency']}) | {parallel['sessions_on_killed_replica']} | "
-        f"{parallel['stepping_again_s']:.2f} s | {parallel['results_equal_undisturbed']} |",
-        f"| one at a time (baseline) | {serial['sessions_on_killed_replica']} | {serial['stepping_again_s']:.2f} s | "
-        f"{serial['results_equal_undisturbed']} |",
+        *(
+            f"| {name} | {run['sessions_on_killed_replica']} | {run['stepping_again_s']:.2f} s | "
+            f"{run['results_equal_undisturbed']} |"
+            for name, run in (
+                (f"parallel (concurrency {parallel['concurrency']}), cold", parallel),
+                (f"parallel (concurrency {warm['concurrency']}), warm", warm),
+                ("one at a time (baseline), cold", serial),
+            )
+        ),
         "",
-        f"Parallel recovery is {result['speedup']:.1f}x the one-at-a-time baseline; target: within "
+        f"Parallel recovery (cold) is {result['speedup']:.1f}x the one-at-a-time baseline; target: within "
         f"{result['target_s']:.0f} s for 512 sessions.",
         "",
     ]

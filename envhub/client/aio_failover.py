@@ -98,7 +98,7 @@ class FailoverStreamTransport:
         if not self.failover.record(call, response, session, epoch, checkpoint=False):
             return await self.unary.send(call)  # answered by a copy that moved meanwhile
         if self.failover.due(session):
-            await self.unary.run(self.failover.renew_all, [session])
+            self.failover.renew_all([session])  # in the background
         return response
 
     async def open(self) -> None:

@@ -35,6 +35,8 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
@@ -87,6 +89,8 @@ class FailoverTransport:
         self._lock = threading.Lock()
         self._moves: dict[str, threading.Event] = {}
         """Replica -> the move of its sessions in progress."""
+        self._renewals = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="envhub-snapshots")
+        self._renewing: set[futures.Future[None]] = set()
         self.recoveries = 0
         """Sessions moved to another replica so far."""
         self.migrations = 0
@@ -109,6 +113,7 @@ class FailoverTransport:
         return cls(pool, snapshot_every, concurrency, settings.policy, settings)
 
     def close(self) -> None:
+        self._renewals.shutdown(wait=False, cancel_futures=True)
         self.pool.close()
 
     # ------------------------------------------------------------ calls
@@ -163,7 +168,10 @@ class FailoverTransport:
                     and call.decode(response).step_index <= moved_at
                 )
             if call.effect is calls.Effect.STEPS:
-                session.replay.append((call, call.decode(response)))
+                view = call.decode(response)
+                held = session.snapshot
+                if held is None or view.step_index > held.step_index:  # else a background snapshot holds it
+                    session.replay.append((call, view))
         if checkpoint or call.effect is not calls.Effect.STEPS:
             self._after(call, response, session)
         return True
@@ -303,9 +311,11 @@ class FailoverTransport:
         if session is None:
             return
         if call.effect is calls.Effect.RESETS:
+            with session.lock:
+                session.episode += 1
             self._checkpoint(session)
         elif call.effect is calls.Effect.STEPS and self.due(session):
-            self._renew(session)
+            self.renew_all([session])
         elif call.effect is calls.Effect.CLOSES:
             with self._lock:
                 self._sessions.pop(call.session_id, None)
@@ -317,25 +327,42 @@ class FailoverTransport:
             self._sessions[session_id] = session
 
     def _renew(self, session: Tracked) -> None:
-        """A new snapshot of a session that stepped `snapshot_every` times; a failing replica keeps the older one."""
+        """A new snapshot of a session that stepped `snapshot_every` times; when it fails the older one
+        and the steps since stay (a failing replica is dealt with when a call of its sessions fails)."""
         try:
             self._checkpoint(session)
-        except EnvhubError as error:  # the replica is failing: keep the older snapshot and the replay
-            if error.code not in FAILED:
-                raise
+        except EnvhubError as error:
+            log.info("session %s: no new snapshot (%s); the older one stays", session.live_id, error)
+        finally:
+            session.renewing = False
 
     def renew_all(self, sessions: Sequence[Tracked]) -> None:
-        """New snapshots of `sessions` (a batch's sessions due for one), `concurrency` at a time."""
-        recovery.each(self.concurrency, self._renew, list(sessions))
+        """New snapshots of `sessions` (due for one), taken in the background, `concurrency` at a time:
+        the calls of the sessions go on meanwhile (steps taken meanwhile stay to replay)."""
+        for session in sessions:
+            with session.lock:
+                if session.renewing:
+                    continue
+                session.renewing = True
+            with self._lock:
+                self._renewing = {future for future in self._renewing if not future.done()}
+                self._renewing.add(self._renewals.submit(self._renew, session))
+
+    def settle(self) -> None:
+        """Wait until the background snapshots asked for so far are taken (tests, benchmarks)."""
+        with self._lock:
+            pending = list(self._renewing)
+        futures.wait(pending)
 
     def _checkpoint(self, session: Tracked) -> None:
-        epoch = session.epoch
+        epoch, episode = session.epoch, session.episode
         call = calls.snapshot(session.live_id)
         snapshot = call.decode(self._retried(call))
         with session.lock:
-            if session.epoch == epoch:
-                session.snapshot = snapshot
-                session.replay.clear()
+            if (session.epoch, session.episode) == (epoch, episode) and session.moving is None:
+                session.snapshot = snapshot  # (else a move or a reset came since: the snapshot is stale)
+                newer = [(step, view) for step, view in session.replay if view.step_index > snapshot.step_index]
+                session.replay = newer
 
     # ------------------------------------------------------------ moves
 

@@ -49,6 +49,10 @@ class Tracked:
     """Set while a move of this session runs: its calls wait for it."""
     broken: EnvhubError | None = None
     """Why the session could not be moved (its calls raise it)."""
+    episode: int = 0
+    """Resets so far (a snapshot asked for before a reset is not kept)."""
+    renewing: bool = False
+    """A new snapshot of the session is being taken in the background."""
     moved_at_step: int | None = None
     """After a move by a fresh snapshot: the step index that snapshot was taken at (a step answered by
     the old copy meanwhile is in the new one when its index is not above it)."""
@@ -84,39 +88,45 @@ def _attempt(send: Send, call: calls.Call[R]) -> R | EnvhubError:
         return error
 
 
+Steps = list[tuple[calls.Call[types.EnvView], types.EnvView]]
+
+
 def rebuild(send: Send, group: Sequence[tuple[str, Tracked]], cause: EnvhubError, concurrency: int) -> int:
     """Restore every session of `group` ((caller's id, session)) from its held snapshot elsewhere and
     replay its steps since; returns how many were rebuilt (the others are `broken`)."""
-    ready: list[tuple[str, Tracked]] = []
+    held: dict[str, tuple[types.Snapshot, Steps]] = {}
     for caller_id, session in group:
-        if session.snapshot is None:
+        with session.lock:  # the snapshot and the steps since it, as one
+            if session.snapshot is not None:
+                held[caller_id] = (session.snapshot, list(session.replay))
+        if caller_id not in held:
             session.broken = errors.unavailable(
                 f"the replica of session {caller_id!r} failed before a snapshot was taken", "NO_SNAPSHOT"
             )
-        else:
-            ready.append((caller_id, session))
-    starts = each(concurrency, lambda item: _attempt(send, calls.restore(item[1].snapshot)), ready)  # type: ignore[arg-type]
+    names = list(held)
+    starts = each(concurrency, lambda name: _attempt(send, calls.restore(held[name][0])), names)
+    sessions = dict(group)
     live: dict[str, str] = {}
-    for (caller_id, session), start in zip(ready, starts, strict=True):
+    for caller_id, start in zip(names, starts, strict=True):
         if isinstance(start, EnvhubError):
-            session.broken = start
+            sessions[caller_id].broken = start
         else:
             live[caller_id] = start.session_id
-    rebuilt = dict(ready)
-    for depth in range(max((len(rebuilt[caller_id].replay) for caller_id in live), default=0)):
-        _replay_round(send, rebuilt, live, depth)
+    steps = {caller_id: held[caller_id][1] for caller_id in live}
+    for depth in range(max((len(replay) for replay in steps.values()), default=0)):
+        _replay_round(send, sessions, steps, live, depth)
     for caller_id, live_id in live.items():
-        rebuilt[caller_id].moved_to(live_id)
+        sessions[caller_id].moved_to(live_id)
         log.warning("session %s: its replica failed (%s); rebuilt as %s", caller_id, cause.reason, live_id)
     return len(live)
 
 
-def _replay_round(send: Send, sessions: dict[str, Tracked], live: dict[str, str], depth: int) -> None:
+def _replay_round(
+    send: Send, sessions: dict[str, Tracked], steps: dict[str, Steps], live: dict[str, str], depth: int
+) -> None:
     """Step `depth` of every rebuilt session's replay in one batch; a session whose view differs from
     the recorded one (or whose step fails) is broken and dropped from `live`."""
-    due = [
-        (caller_id, *sessions[caller_id].replay[depth]) for caller_id in live if depth < len(sessions[caller_id].replay)
-    ]
+    due = [(caller_id, *steps[caller_id][depth]) for caller_id in list(live) if depth < len(steps[caller_id])]
     parts = [step.addressed_to(live[caller_id]) for caller_id, step, _ in due]
     try:
         answer = calls.expect(send(calls.batch(parts)), pb.StepBatchResponse)

@@ -14,6 +14,9 @@ from envhub.server.sessions import SessionTable
 from envhub.server.worker_handle import Worker
 
 log = logging.getLogger(__name__)
+AFFINITY_SLACK = 16
+"""Sessions more than the least-loaded worker that a worker already holding a task may have and still
+take a new session of it."""
 RESTART_DELAY_S = 1.0
 MAX_RESTART_DELAY_S = 60.0
 
@@ -68,13 +71,21 @@ class WorkerPool:
             )
         return catalog
 
-    def place(self, environment: str) -> Worker:
-        """The least-loaded live worker of `environment`."""
+    def place(self, environment: str, task_id: str = "") -> Worker:
+        """The least-loaded live worker of `environment`; for a session of `task_id`, a worker already
+        holding sessions of that task (its game loaded) unless it holds `AFFINITY_SLACK` more sessions
+        than the least-loaded one (a restored group, like a forked one, lands together)."""
         self.catalog(environment)
         alive = [worker for worker in self._workers[environment] if worker.alive]
         if not alive:
             raise errors.unavailable(f"every {environment} worker is restarting; retry shortly", "NO_WORKER")
-        return min(alive, key=lambda worker: worker.load)
+        least = min(alive, key=lambda worker: worker.load)
+        holding = [worker for worker in alive if task_id and worker.tasks[task_id] > 0]
+        if holding:
+            warm = min(holding, key=lambda worker: worker.load)
+            if len(warm.sessions) <= len(least.sessions) + AFFINITY_SLACK:
+                return warm
+        return least
 
     def workers(self) -> list[Worker]:
         return [worker for group in self._workers.values() for worker in group]

@@ -203,11 +203,12 @@ class EnvHubService:
             record.last_used = time.monotonic()
 
     async def _start_sessions(
-        self, context: Context, environment: str, worker: Worker, ids: list[str], op: ops.Op[T]
+        self, context: Context, environment: str, worker: Worker, ids: list[str], op: ops.Op[T], task_id: str
     ) -> T:
-        """A worker call creating sessions `ids` of the caller; on any failure they are forgotten and closed."""
+        """A worker call creating sessions `ids` of the caller on `task_id`; on any failure they are
+        forgotten and closed."""
         tenant = self._caller(context).name
-        records = [self._table.add(session_id, environment, worker, tenant) for session_id in ids]
+        records = [self._table.add(session_id, environment, worker, tenant, task_id) for session_id in ids]
         for record in records:
             record.in_flight += 1  # not idle while being created
         try:
@@ -260,7 +261,7 @@ class EnvHubService:
         catalog = self._pool.catalog(request.environment)
         spec = _resolve(catalog, request.task)
         [session_id] = self._table.new_ids(1, self._caller(context))
-        worker = self._pool.place(request.environment)
+        worker = self._pool.place(request.environment, spec.task_id)
         op = ops.Create(
             session_id,
             spec.task_id,
@@ -269,7 +270,7 @@ class EnvHubService:
             request.max_steps,
             request.include_admissible_actions,
         )
-        view = await self._start_sessions(context, request.environment, worker, [session_id], op)
+        view = await self._start_sessions(context, request.environment, worker, [session_id], op, spec.task_id)
         return pb.CreateSessionResponse(
             session_id=session_id,
             task=convert.task_info(spec),
@@ -277,13 +278,16 @@ class EnvHubService:
         )
 
     async def _reset(self, request: pb.ResetSessionRequest, context: Context) -> pb.ResetSessionResponse:
-        catalog = self._pool.catalog(self._table.get(request.session_id, self._caller(context).name).environment)
+        record = self._table.get(request.session_id, self._caller(context).name)
+        catalog = self._pool.catalog(record.environment)
         task_id = _resolve(catalog, request.task).task_id if request.HasField("task") else None
         seed = request.seed if request.HasField("seed") else None
         op = ops.Reset(
             request.session_id, task_id, seed, request.include_admissible_actions, _check_request_id(request.request_id)
         )
         view = await self._on_session(context, request.session_id, op)
+        if view.task_id != record.task_id and request.session_id in record.worker.sessions:
+            self._table.retask(record, view.task_id)
         return pb.ResetSessionResponse(
             task=convert.task_info(catalog.task(view.task_id)),
             observation=convert.observation(view.observation, view.step_index, view.admissible),
@@ -399,9 +403,9 @@ class EnvHubService:
         catalog = self._pool.catalog(state.environment)
         spec = catalog.task(state.task_id)
         [session_id] = self._table.new_ids(1, self._caller(context))
-        worker = self._pool.place(state.environment)
+        worker = self._pool.place(state.environment, state.task_id)
         op = ops.Restore(session_id, state, request.include_admissible_actions)
-        view = await self._start_sessions(context, state.environment, worker, [session_id], op)
+        view = await self._start_sessions(context, state.environment, worker, [session_id], op, state.task_id)
         return pb.RestoreSnapshotResponse(
             session_id=session_id,
             task=convert.task_info(spec),
@@ -418,7 +422,7 @@ class EnvHubService:
         ids = self._table.new_ids(request.count, tenant)
         record.last_used = time.monotonic()
         op = ops.Fork(request.session_id, tuple(ids))
-        await self._start_sessions(context, record.environment, record.worker, ids, op)
+        await self._start_sessions(context, record.environment, record.worker, ids, op, record.task_id)
         return pb.ForkSessionResponse(session_ids=ids)
 
     # ------------------------------------------------------------------ unary RPCs

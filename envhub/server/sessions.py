@@ -22,6 +22,7 @@ class SessionRecord:
     environment: str
     worker: Worker
     tenant: str = DEFAULT
+    task_id: str = ""
     last_used: float = field(default_factory=time.monotonic)
     in_flight: int = 0
 
@@ -81,12 +82,19 @@ class SessionTable:
             )
         return [f"{self.replica_id}.{secrets.token_hex(8)}" for _ in range(count)]
 
-    def add(self, session_id: str, environment: str, worker: Worker, tenant: str) -> SessionRecord:
-        record = SessionRecord(session_id, environment, worker, tenant)
+    def add(self, session_id: str, environment: str, worker: Worker, tenant: str, task_id: str = "") -> SessionRecord:
+        record = SessionRecord(session_id, environment, worker, tenant, task_id)
         self._records[session_id] = record
         self._held[tenant] += 1
         worker.sessions.add(session_id)
+        worker.tasks[task_id] += 1
         return record
+
+    def retask(self, record: SessionRecord, task_id: str) -> None:
+        """The session now plays `task_id` (reset onto another task)."""
+        record.worker.tasks[record.task_id] -= 1
+        record.worker.tasks[task_id] += 1
+        record.task_id = task_id
 
     def get(self, session_id: str, tenant: str) -> SessionRecord:
         """The record of a live session of `tenant`; UNAVAILABLE (SESSION_LOST) for its tombstone,
@@ -121,6 +129,7 @@ class SessionTable:
         record = self._forget(session_id)
         if record is not None:
             record.worker.sessions.discard(session_id)
+            record.worker.tasks[record.task_id] -= 1
         self._lost.pop(session_id, None)
         self.on_drop()
 
@@ -132,6 +141,7 @@ class SessionTable:
             if record is not None:
                 self._lost[session_id] = (now, record.tenant)
         worker.sessions.clear()
+        worker.tasks.clear()
         self._expire(now)
         self.on_drop()
 

@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 import multiprocessing
+from collections import Counter
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -64,6 +65,9 @@ class Worker:
         """Workers of this kind (worker `index` prepares every `workers`-th task ahead)."""
         self.sessions: set[str] = set()
         """Ids of the sessions living in this worker (kept by the session table)."""
+        self.tasks: Counter[str] = Counter()
+        """Task id -> sessions of it living in this worker (kept by the session table): the worker has
+        that task's game loaded, so a new session of it is cheaper here (placement prefers it)."""
         self._on_death = on_death
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._call_ids = itertools.count(1)

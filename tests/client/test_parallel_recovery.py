@@ -78,6 +78,7 @@ def test_every_session_of_a_killed_replica_moves_at_once(monkeypatch: pytest.Mon
         owner = {t.target: name for name, t in transport.pool.replicas.items()}[killed.target]
         on_killed = [session for session in sessions if session.startswith(owner + ".")]
         assert len(on_killed) == 12, "placement spreads the sessions over both replicas"
+        transport.settle()  # the snapshots taken in the background after the 2nd step are in
         killed.process.kill()
         killed.process.wait(timeout=60)
         before = sum(counters[killed.target].calls.values())
@@ -102,6 +103,7 @@ def test_threads_stepping_sessions_of_a_killed_replica_wait_for_one_move() -> No
         sessions = [client.create_session("toy", "train-count/0").session_id for _ in range(16)]
         for session in sessions:
             client.step(session, "count")
+        transport.settle()
         servers[1].process.kill()
         servers[1].process.wait(timeout=60)
         with ThreadPoolExecutor(8) as threads:
@@ -121,6 +123,7 @@ def test_a_draining_replica_is_not_asked_again_and_its_sessions_move_by_fresh_sn
         for _ in range(3):
             client.step_many([(session, "count") for session in sessions])
         leaving = servers[0]
+        transport.settle()
         leaving.process.send_signal(signal.SIGTERM)
         wait_until_draining(leaving.target)
         counters[leaving.target].calls.clear()
