@@ -10,7 +10,8 @@ turn is timed from the kill until every session, the killed replica's half inclu
 step's result (each checked to equal the result of an undisturbed twin played alongside, so
 nothing is lost or applied twice); with the default recovery concurrency on a replica left that
 had not held the killed one's tasks (cold: it loads each game at its first restore) and on one
-whose workers held them (warm), and moving sessions one at a time, cold (the baseline). Writes `<out>/envhub-failover-recovery.json` and `.md`.
+whose workers held them (warm), and moving sessions one at a time, cold (the baseline). Writes
+`<out>/envhub-failover-recovery.json` and `.md`.
 """
 
 from __future__ import annotations

@@ -311,8 +311,10 @@ class FailoverTransport:
         if session is None:
             return
         if call.effect is calls.Effect.RESETS:
-            with session.lock:
+            with session.lock:  # the old episode's snapshot and steps are no way back to the new one
                 session.episode += 1
+                session.snapshot = None
+                session.replay.clear()
             self._checkpoint(session)
         elif call.effect is calls.Effect.STEPS and self.due(session):
             self.renew_all([session])

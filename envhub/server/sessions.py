@@ -92,7 +92,7 @@ class SessionTable:
 
     def retask(self, record: SessionRecord, task_id: str) -> None:
         """The session now plays `task_id` (reset onto another task)."""
-        record.worker.tasks[record.task_id] -= 1
+        _release(record)
         record.worker.tasks[task_id] += 1
         record.task_id = task_id
 
@@ -129,7 +129,7 @@ class SessionTable:
         record = self._forget(session_id)
         if record is not None:
             record.worker.sessions.discard(session_id)
-            record.worker.tasks[record.task_id] -= 1
+            _release(record)
         self._lost.pop(session_id, None)
         self.on_drop()
 
@@ -160,3 +160,11 @@ class SessionTable:
         """Sessions with no call in flight and none for `timeout` seconds before monotonic time `now`."""
         cutoff = now - timeout
         return [r for r in self._records.values() if r.in_flight == 0 and r.last_used < cutoff]
+
+
+def _release(record: SessionRecord) -> None:
+    """One session fewer of its task in its worker (a task none holds any more is forgotten)."""
+    tasks = record.worker.tasks
+    tasks[record.task_id] -= 1
+    if tasks[record.task_id] <= 0:
+        del tasks[record.task_id]

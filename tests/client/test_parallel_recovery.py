@@ -153,3 +153,24 @@ def test_sessions_lost_with_their_worker_are_rebuilt_from_their_snapshots() -> N
         assert [client.step(session, "count").step_index for session in sessions] == [5] * 8
         for session in sessions:
             client.close_session(session)
+
+
+def test_a_session_reset_after_steps_is_rebuilt_in_its_new_episode() -> None:
+    """The steps of the episode before a reset are not replayed on the new episode's snapshot."""
+    with replicas(2) as (servers, transport, _), EnvhubClient(transport) as client:
+        sessions = [client.create_session("toy", "train-count/0").session_id for _ in range(4)]
+        for _ in range(3):  # a background snapshot after the 2nd step, the 3rd held to replay
+            client.step_many([(session, "count") for session in sessions])
+        transport.settle()
+        for session in sessions:
+            client.reset_session(session, task="train-count/1")
+            client.step(session, "count")
+        transport.settle()
+        servers[0].process.kill()
+        servers[0].process.wait(timeout=60)
+
+        results = client.step_many([(session, "count") for session in sessions])
+        assert texts(results) == ["train-count/1 seed 0: 2"] * 4
+        assert transport.recoveries == 2
+        for session in sessions:
+            client.close_session(session)
