@@ -138,8 +138,9 @@ def _parser() -> argparse.ArgumentParser:
         "--sessions",
         type=int,
         default=None,
-        help="serving: concurrent sessions for the memory figure (50); rollout and soak: sessions "
-        "(1,024; ScienceWorld 256); kube: episodes at a time (16); slo: one count instead of 1,024 and 4,096",
+        help="serving: concurrent sessions for the memory figure (50); rollout, soak and failover: sessions "
+        "(1,024; ScienceWorld 256; failover: over 2 replicas); kube: episodes at a time (16); slo: one count "
+        "instead of 1,024 and 4,096",
     )
     bench.add_argument("--turns", type=int, default=5, help="rollout: turns")
     bench.add_argument("--group-size", type=int, default=8, help="rollout: sessions per task (G)")
@@ -156,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--steps", type=int, default=200, help="steps per latency measurement")
     bench.add_argument("--duration-s", type=float, default=3600.0, help="soak: seconds of churn (every env at once)")
     bench.add_argument("--sample-s", type=float, default=30.0, help="soak: seconds between samples")
+    bench.add_argument("--kills", type=int, default=5, help="failover: replica kills timed per recovery mode")
     searchqa_cli.add_parser(sub)
     return parser
 
@@ -283,7 +285,9 @@ def _bench(args: argparse.Namespace) -> int:
         from envhub.bench.failover import FailoverBenchSettings, run_failover_bench
 
         run_failover_bench(
-            FailoverBenchSettings(args.env, args.out, args.sessions or 1024, args.group_size, workers=args.workers)
+            FailoverBenchSettings(
+                args.env, args.out, args.sessions or 1024, args.group_size, workers=args.workers, kills=args.kills
+            )
         )
         return 0
     if args.profile == "soak":

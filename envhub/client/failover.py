@@ -60,6 +60,21 @@ SNAPSHOT_EVERY = 2
 """Default steps between snapshots (docs/results/envhub-failover-recovery.md measures the cost)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ReplicaMove:
+    """One move of every session a failover transport held on a failed replica, timed (perf_counter)."""
+
+    replica: str
+    reason: str
+    sessions: int
+    started: float
+    """When the replica was found failed (its first failed call answered and probed)."""
+    ended: float
+    """When every session had moved (or broken)."""
+    rebuilt: recovery.Rebuilt
+    """The rebuild from held snapshots (for a draining replica: of the sessions a migration missed)."""
+
+
 class FailoverTransport:
     """A blocking transport over a `PoolTransport` that moves sessions off replicas that fail.
 
@@ -95,6 +110,8 @@ class FailoverTransport:
         """Sessions moved to another replica so far."""
         self.migrations = 0
         """Of `recoveries`, those moved by a fresh snapshot taken on their draining replica (no replay)."""
+        self.last_move: ReplicaMove | None = None
+        """The latest move of a failed replica's sessions, timed."""
 
     @classmethod
     def over(
@@ -384,9 +401,19 @@ class FailoverTransport:
             running.wait()
             return
         try:
+            began = time.perf_counter()
             self.pool.retire(replica)
             log.warning("replica %s failed (%s): moving its %d session(s)", replica, cause.reason, len(group))
-            self._relocate(group, cause)
+            rebuilt = self._relocate(group, cause)
+            move = self.last_move = ReplicaMove(replica, cause.reason, len(group), began, time.perf_counter(), rebuilt)
+            log.warning(
+                "replica %s: %d session(s) moved in %.2f s (restores %.2f s, replay %.2f s)",
+                replica,
+                len(group),
+                move.ended - move.started,
+                rebuilt.restore_s,
+                rebuilt.replay_s,
+            )
         finally:
             with self._lock:
                 del self._moves[replica]
@@ -410,17 +437,23 @@ class FailoverTransport:
                     session.moving = event
                     group.append((caller_id, session))
         try:
-            self._relocate(group, cause)
+            rebuilt = self._relocate(group, cause)
+            log.warning(
+                "%d session(s) lost with their worker (%s): %d rebuilt", len(group), cause.reason, rebuilt.sessions
+            )
         finally:
             for _, session in group:
                 session.moving = None
             event.set()
 
-    def _relocate(self, group: list[tuple[str, Tracked]], cause: EnvhubError) -> None:
+    def _relocate(self, group: list[tuple[str, Tracked]], cause: EnvhubError) -> recovery.Rebuilt:
+        """Move `group` (migrate a draining replica's sessions, rebuild the rest); what the rebuild did."""
         send = self.pool.send
         if cause.reason == "DRAINING":
             left = recovery.migrate(send, group, self.concurrency)
             self.migrations += len(group) - len(left)
             self.recoveries += len(group) - len(left)
             group = left
-        self.recoveries += recovery.rebuild(send, group, cause, self.concurrency)
+        rebuilt = recovery.rebuild(send, group, cause, self.concurrency)
+        self.recoveries += rebuilt.sessions
+        return rebuilt

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -91,9 +92,22 @@ def _attempt(send: Send, call: calls.Call[R]) -> R | EnvhubError:
 Steps = list[tuple[calls.Call[types.EnvView], types.EnvView]]
 
 
-def rebuild(send: Send, group: Sequence[tuple[str, Tracked]], cause: EnvhubError, concurrency: int) -> int:
+@dataclass(frozen=True)
+class Rebuilt:
+    """What `rebuild` did, and how long its two phases took."""
+
+    sessions: int
+    """Sessions rebuilt (the others of the group are `broken`)."""
+    restore_s: float
+    """Restoring every held snapshot, `concurrency` in flight."""
+    replay_s: float
+    """Replaying the steps since, in batched rounds."""
+
+
+def rebuild(send: Send, group: Sequence[tuple[str, Tracked]], cause: EnvhubError, concurrency: int) -> Rebuilt:
     """Restore every session of `group` ((caller's id, session)) from its held snapshot elsewhere and
-    replay its steps since; returns how many were rebuilt (the others are `broken`)."""
+    replay its steps since."""
+    started = time.perf_counter()
     held: dict[str, tuple[types.Snapshot, Steps]] = {}
     for caller_id, session in group:
         with session.lock:  # the snapshot and the steps since it, as one
@@ -112,13 +126,14 @@ def rebuild(send: Send, group: Sequence[tuple[str, Tracked]], cause: EnvhubError
             sessions[caller_id].broken = start
         else:
             live[caller_id] = start.session_id
+    restored = time.perf_counter()
     steps = {caller_id: held[caller_id][1] for caller_id in live}
     for depth in range(max((len(replay) for replay in steps.values()), default=0)):
         _replay_round(send, sessions, steps, live, depth)
     for caller_id, live_id in live.items():
         sessions[caller_id].moved_to(live_id)
-        log.warning("session %s: its replica failed (%s); rebuilt as %s", caller_id, cause.reason, live_id)
-    return len(live)
+        log.info("session %s: its replica failed (%s); rebuilt as %s", caller_id, cause.reason, live_id)
+    return Rebuilt(len(live), restored - started, time.perf_counter() - restored)
 
 
 def _replay_round(
