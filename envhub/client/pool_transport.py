@@ -113,16 +113,33 @@ class PoolTransport:
 
     def failed(self, replica: str, error: EnvhubError) -> bool:
         """Whether a call on `replica` that raised `error` failed with the replica: refused as DRAINING,
-        or UNAVAILABLE/CANCELLED and the replica then refuses, or does not answer, a read-only call."""
+        or UNAVAILABLE/CANCELLED and then either its address is no longer among the targets' (with a
+        `Discovery`: the Service dropped the pod; no probe, which to a vanished address may wait for
+        a connect to fail) or it refuses, or does not answer, a read-only call."""
         if error.code not in FAILED:
             return False
-        if error.reason == "DRAINING":
+        if error.reason == "DRAINING" or self._left(replica):
             return True
         try:
             self.replicas[replica].send(calls.list_environments(timeout=PROBE_TIMEOUT_S))
         except EnvhubError as probe:
             return probe.code in FAILED or probe.code == grpc.StatusCode.DEADLINE_EXCEEDED
         return False
+
+    def _left(self, replica: str) -> bool:
+        """Whether none of `replica`'s addresses is resolved any more (False without a `Discovery`, or
+        when resolving fails)."""
+        if self.discovery is None:
+            return False
+        try:
+            addresses = set(self.discovery.resolve())
+        except OSError:
+            return False
+        known = {address for address, name in self._addresses.items() if name == replica}
+        if known & addresses:
+            return False
+        log.warning("replica %s left the targets' addresses after a failed call: failed, not probed", replica)
+        return True
 
     def refresh(self, revive: bool = True) -> None:
         """Resolve the targets again (`Discovery.resolve`): admit the replica at each new address and,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import os
 import signal
 import threading
@@ -94,6 +95,29 @@ def test_every_session_of_a_killed_replica_moves_at_once(monkeypatch: pytest.Mon
             client.step_many([(session, "count") for session in sessions])
         assert client.step(on_killed[0], "count").step_index == 7
         assert sum(counters[killed.target].calls.values()) == frozen
+        for session in sessions:
+            client.close_session(session)
+
+
+def test_a_killed_replica_whose_address_left_the_answer_is_not_probed() -> None:
+    """As when a Service drops a lost pod: its first failed call moves its sessions, no probe (which to a
+    vanished address may wait seconds for a connect to fail)."""
+    with replicas(2) as (servers, transport, counters), EnvhubClient(transport) as client:
+        sessions = [client.create_session("toy", f"train-count/{i % 4}").session_id for i in range(8)]
+        for _ in range(3):
+            client.step_many([(session, "count") for session in sessions])
+        transport.settle()
+        killed, left = servers
+        assert transport.pool.discovery is not None
+        transport.pool.discovery = dataclasses.replace(transport.pool.discovery, resolve=lambda: [left.target])
+        killed.process.kill()
+        killed.process.wait(timeout=60)
+        counters[killed.target].calls.clear()
+
+        results = client.step_many([(session, "count") for session in sessions])
+        assert texts(results) == [f"train-count/{i % 4} seed 0: 4" for i in range(8)]
+        assert transport.recoveries == 4
+        assert counters[killed.target].calls == {"StepBatch": 1}, "the failed batch, no probe"
         for session in sessions:
             client.close_session(session)
 

@@ -44,6 +44,7 @@ from envhub.client import EnvhubClient, types
 from envhub.client.endpoints import REFRESH_S, Discovery
 from envhub.client.failover import FailoverTransport
 from envhub.client.pool_transport import PoolTransport
+from envhub.client.retry import NO_RETRY
 from envhub.client.sessions import Sessions
 from envhub.client.transport import ChannelTransport, Settings
 from envhub.core.errors import EnvhubError
@@ -325,8 +326,10 @@ def _latency(rollout: _Rollout) -> dict[str, dict[str, float]]:
 
 def _client(cluster: Cluster, snapshot_every: int) -> tuple[EnvhubClient, FailoverTransport]:
     """The trainer's client: `FailoverTransport` over the Service's answer, looked up again after a
-    replica fails and every `REFRESH_S` seconds (what `dns:///envhub-<env>...:50051` gives)."""
-    settings = Settings()
+    replica fails and every `REFRESH_S` seconds (what `dns:///envhub-<env>...:50051` gives); as in
+    `FailoverTransport.over`, the replicas' channels do not retry (the failover transport does, once
+    the replica is known to be there: a vanished pod costs one failed connect, not one per try)."""
+    settings = Settings(policy=NO_RETRY)
     discovery = Discovery(cluster.endpoints, lambda address: ChannelTransport(address, settings), REFRESH_S)
     transport = FailoverTransport(PoolTransport(discovery=discovery), snapshot_every=snapshot_every)
     return EnvhubClient(transport), transport
