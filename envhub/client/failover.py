@@ -245,22 +245,31 @@ class FailoverTransport:
     def _batch(self, call: calls.Call[Any]) -> Message:
         """The batch sent with each tracked session's live id; the steps failing with their replica or
         their worker move their sessions (every session of a failed replica at once) and are sent
-        again as one batch; every step that went through is recorded."""
+        again as one batch; every step that went through is recorded. The snapshots it makes due are
+        asked for once every step is answered (they do not compete with the steps sent again)."""
         entries: list[pb.StepBatchEntry | None] = [None] * len(call.parts)
         pending = list(range(len(call.parts)))
+        due: list[Tracked] = []
         for attempt in range(max(3, self.policy.attempts)):  # a step whose new replica fails too moves again
-            pending, passing = self._batch_round(call, pending, entries, attempt)
+            pending, passing = self._batch_round(call, pending, entries, attempt, due)
             if not pending:
                 break
             if passing:
                 time.sleep(self.policy.delay_s(attempt))
+        self.renew_all(due)
         return pb.StepBatchResponse(results=[entry or pb.StepBatchEntry() for entry in entries])
 
     def _batch_round(
-        self, call: calls.Call[Any], positions: list[int], entries: list[pb.StepBatchEntry | None], attempt: int
+        self,
+        call: calls.Call[Any],
+        positions: list[int],
+        entries: list[pb.StepBatchEntry | None],
+        attempt: int,
+        due: list[Tracked],
     ) -> tuple[list[int], bool]:
-        """Send the steps at `positions` as one batch, each answer (or its last error) into `entries`;
-        returns the positions to send again, and whether some are retried after a passing failure."""
+        """Send the steps at `positions` as one batch, each answer (or its last error) into `entries`,
+        the sessions due for a snapshot onto `due`; returns the positions to send again, and whether
+        some are retried after a passing failure."""
         sent: dict[int, tuple[Tracked, str, int]] = {}
         parts = []
         for position in positions:
@@ -282,7 +291,6 @@ class FailoverTransport:
         again: list[int] = []
         failures: dict[str, EnvhubError] = {}
         lost: list[tuple[str, Tracked, EnvhubError]] = []
-        due: list[Tracked] = []
         passing = False
         for (position, _), entry in zip(parts, answer.results, strict=True):
             held = sent.get(position)
@@ -316,7 +324,6 @@ class FailoverTransport:
                 passing = True
         if lost:
             self._move_group(lost, lost[0][2])
-        self.renew_all(due)
         return again, passing
 
     # ------------------------------------------------------------ bookkeeping
