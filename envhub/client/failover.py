@@ -414,10 +414,12 @@ class FailoverTransport:
             rebuilt = self._relocate(group, cause)
             move = self.last_move = ReplicaMove(replica, cause.reason, len(group), began, time.perf_counter(), rebuilt)
             log.warning(
-                "replica %s: %d session(s) moved in %.2f s (restores %.2f s, replay %.2f s)",
+                "replica %s: %d session(s) moved in %.2f s (%d rebuilt from held snapshots: restores %.2f s, "
+                "replay %.2f s)",
                 replica,
                 len(group),
                 move.ended - move.started,
+                rebuilt.sessions,
                 rebuilt.restore_s,
                 rebuilt.replay_s,
             )
