@@ -21,16 +21,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from trainer.batching.divopd_stats import COSINE, DROPPED_GRAD_NORM_SHARE, POOL_ROWS, PROJECTION
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.loss import loss_weights, ppo_actor_loss
 
 if TYPE_CHECKING:
     from trainer.learner import Learner
-
-PROJECTION = "divopd/audit_projection"
-COSINE = "divopd/audit_cosine"
-DROPPED_GRAD_NORM_SHARE = "divopd/focus_dropped_grad_norm_share"
-POOL_ROWS = "divopd/audit_pool_rows"
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """A run's held-out summary as the DivOPD paper reports it (Table 1 / Table 7 / Table 15), from its metrics.jsonl.
 
 * Peak, Final-5 (mean ± sd of the last five evaluations) and nAUC over the run (`trainer.curves`);
+* with `divopd.audit_every`, the gradient audit's means over the audited updates (Tables 10 and 13);
 * with a target success tau: the cost at the first evaluation reaching tau in learner updates, trained tokens
   (`learner/supervised_tokens`, cumulative) and learner seconds (`learner/step_s`, cumulative; the paper's
   trainer GPU time on CPU), and against a baseline run the speedups C_baseline(tau) / C_run(tau) (the paper's
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer import curves
+from trainer.batching.divopd_stats import AUDITED
 from trainer.metrics import JSONL, read_metrics
 
 SUMMARY = "summary.json"
@@ -57,6 +59,9 @@ def summarize(records: Sequence[dict[str, Any]], target: float | None = None) ->
         "nauc": curves.nauc(steps, success),
         "target": target,
     }
+    # Tables 10 and 13: each gradient-audit measure's mean over the audited updates (`divopd.audit_every`)
+    audited = {key: [float(r[key]) for r in records if r.get(key) is not None] for key in AUDITED}
+    summary["audit"] = {key: sum(v) / len(v) for key, v in audited.items() if v}
     if target is not None:
         for name in COSTS:
             summary[f"{name}_to_target"] = curves.cost_to_target(steps, success, curve[name], target)

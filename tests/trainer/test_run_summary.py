@@ -50,3 +50,12 @@ def test_summary_file_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "| Tok. speedup | learner-time speedup |" in table
     assert table.splitlines()[-1].endswith("| 2 | 100 | 2 | 4.00 | 4.00 |")
     assert main(["summary", *runs, "--baseline", runs[0]]) == 2  # a speedup needs a target
+
+
+def test_summary_averages_the_gradient_audit_over_the_audited_updates() -> None:
+    from trainer.batching.divopd_stats import COSINE, PROJECTION
+
+    audited = [{"step": 2, PROJECTION: 2.0, COSINE: 0.5}, {"step": 4, PROJECTION: 1.0, COSINE: 0.9}]
+    run = summarize([*records({4: 0.5}, 1.0, 1.0), *audited])
+    assert run["audit"] == {PROJECTION: pytest.approx(1.5), COSINE: pytest.approx(0.7)}  # Table 13's means
+    assert summarize(records({4: 0.5}, 1.0, 1.0))["audit"] == {}

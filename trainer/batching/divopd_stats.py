@@ -55,6 +55,15 @@ def batch_metrics(selected: Sequence[RowMeta]) -> dict[str, float]:
     }
 
 
+PROJECTION = "divopd/audit_projection"
+"""Table 13 (audited updates, `trainer.gradient_audit`): <G, G_hat> / <G, G>, selected vs candidate-pool gradient."""
+COSINE = "divopd/audit_cosine"
+"""Table 13: cos(G, G_hat)."""
+DROPPED_GRAD_NORM_SHARE = "divopd/focus_dropped_grad_norm_share"
+"""Table 10's gradient column: the dropped turns' share of the summed per-turn gradient norms."""
+POOL_ROWS = "divopd/audit_pool_rows"
+AUDITED: tuple[str, ...] = (PROJECTION, COSINE, DROPPED_GRAD_NORM_SHARE)
+"""The audit's measures the run summary averages over the audited updates (the paper: means over 8)."""
 MEAN_ROW_AGE = "divopd/mean_row_age"
 """Table 12: mean age q - version (policy versions) of the rows an update consumed, dead rows included."""
 DEPTH_BINS: tuple[tuple[str, int, int | None], ...] = (("lt2", 0, 2), ("2to4", 2, 4), ("4to6", 4, 6), ("ge6", 6, None))
