@@ -1,0 +1,28 @@
+"""`envhub bench --profile failover` end to end, small (slow: ALFWorld replicas started 4 times): every
+kill moves the killed replica's half of the sessions and every result equals an undisturbed twin's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envhub.bench.failover import FailoverBenchSettings, run_failover_bench
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_failover_bench_moves_the_killed_half_and_changes_no_result(tmp_path: Path) -> None:
+    result = run_failover_bench(FailoverBenchSettings("alfworld", str(tmp_path), sessions=16, turns=4, kills=1))
+
+    for mode in ("recovery", "recovery_warm", "recovery_serial"):
+        run = result[mode]
+        assert run["sessions_on_killed_replica"] == 8, "placement spreads the two groups over both replicas"
+        assert run["results_equal_undisturbed"] is True
+        [kill] = run["runs"]
+        assert kill["recoveries"] == 8
+        assert 0 < sum(kill["phases_s"].values()) <= kill["stepping_again_s"]
+    assert set(result["overhead_turn_s"]) == {"plain pool", "failover k=1", "failover k=2", "failover k=4"}
+    assert json.loads((tmp_path / "envhub-failover-recovery.json").read_text())["sessions"] == 16
+    assert "| parallel (concurrency 32), cold | 1 | 8 |" in (tmp_path / "envhub-failover-recovery.md").read_text()
