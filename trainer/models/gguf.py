@@ -6,10 +6,14 @@ peaks at about 5 GB of memory, so it is done once and saved as safetensors (relo
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -36,8 +40,9 @@ def load_gguf(gguf_path: str | Path, out_dir: str | Path) -> Path:
     if missing:
         raise ImportError(f"loading GGUF needs {', '.join(missing)}: pip install 'envhub[gguf]'")
     source = Path(gguf_path)
-    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, local_files_only=True)
+    with _conversion_bar_follows_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, local_files_only=True)
     # The weights are already de-quantised to float; drop the GGUF marker so they save as plain safetensors.
     setattr(model, "hf_quantizer", None)  # noqa: B010 (nn.Module.__setattr__ types attributes as tensors)
     if hasattr(model.config, "quantization_config"):
@@ -46,3 +51,17 @@ def load_gguf(gguf_path: str | Path, out_dir: str | Path) -> Path:
     tokenizer.save_pretrained(out)
     model.save_pretrained(out)
     return out
+
+
+@contextlib.contextmanager
+def _conversion_bar_follows_transformers() -> Iterator[None]:
+    """transformers' GGUF de-quantisation bar is a plain tqdm: off while transformers' own bars are disabled."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    bar = gguf_utils.tqdm
+    if not hf_logging.is_progress_bar_enabled():
+        gguf_utils.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar

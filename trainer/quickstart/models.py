@@ -96,11 +96,12 @@ def sft_from_expert(
     batch_tokens: int = 2048,
     schedule: LrSchedule = "constant",
     on_step: Callable[[dict[str, float]], None] | None = None,
+    log_every: int = 10,
 ) -> dict[str, float]:
     """Fine-tune the model in `model_dir` on the expert turns and save it to `out_dir` (cached by a marker).
 
     A fifth of the turns (the last episodes') is held out for the exact-match figures; `on_step`
-    receives the SFT log records ({step, loss, grad_norm, lr}, every 10 steps).
+    receives the SFT log records ({step, loss, grad_norm, lr}, every `log_every` steps).
     """
     from trainer.models.loading import load_model, load_tokenizer
     from trainer.sft import evaluate_exact_match, sft_train
@@ -127,6 +128,7 @@ def sft_from_expert(
         seed=config.seed,
         schedule=schedule,
         log_fn=on_step,
+        log_every=log_every,
     )
     result.update(exact_match_before=before, exact_match_after=evaluate_exact_match(model, tokenizer, held_out))
     out.mkdir(parents=True, exist_ok=True)

@@ -65,7 +65,7 @@ PLANS: dict[str, ModelPlan] = {
         lr=3e-3,
         schedule="constant",
         batch_tokens=2048,
-        eval_samples=2,
+        eval_samples=8,
         threads=1,
     ),
     "smollm2": ModelPlan(

@@ -85,14 +85,19 @@ def write_report(out: Path, run: QuickstartRun) -> Path:
     """Write `<out>/report.md` and return its path."""
     config, plan = run.config, run.plan
     check = check_learning(run.before.task_success, run.after.task_success, run.teacher.task_success)
+    splits = list(run.after.per_split)
     rows = "\n".join(
-        f"| {name} | {r.success_rate:.2f} | {r.mean_turns:.1f} | {r.invalid_turn_ratio:.2f} |"
+        f"| {name} | {r.success_rate:.2f} | "
+        + "".join(f"{r.per_split[split]['success_rate']:.2f} | " for split in splits)
+        + f"{r.mean_turns:.1f} | {r.invalid_turn_ratio:.2f} |"
         for name, r in (
             ("student before training", run.before),
             (f"student after {run.steps} {config.objective.name} steps", run.after),
             ("teacher", run.teacher),
         )
     )
+    split_columns = "".join(f" {split} |" for split in splits)
+    mean = " (mean of the splits)" if splits else ""
     rollout = config.rollout
     load = ", ".join(f"{v:.1f}" for v in run.load_start) + " -> " + ", ".join(f"{v:.1f}" for v in run.load_end)
     timings = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in run.seconds.items())
@@ -105,11 +110,11 @@ max {config.env.max_turns} turns, prompt style `{config.prompt.style}`; config `
 {_sft_lines(run.models)}
 * Wall time per phase: {timings} (load average 1/5/15 min {load}).
 
-Held-out evaluation ({config.env.eval_split}, {run.after.tasks} tasks x {plan.eval_samples} episodes, temperature
-{config.eval.temperature}, the same environment seeds for every policy):
+Held-out evaluation ({run.after.split.replace("+", " + ")}, {run.after.tasks} tasks x {plan.eval_samples} episodes,
+temperature {config.eval.temperature}, the same environment seeds for every policy):
 
-| policy | success rate | mean turns | invalid turns |
-|---|---|---|---|
+| policy | success rate{mean} |{split_columns} mean turns | invalid turns |
+|---|---|{"---|" * len(splits)}---|---|
 {rows}
 
 {learning_lines(check, kl_trend(run.train_dir))}

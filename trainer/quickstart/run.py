@@ -236,6 +236,7 @@ def _sft(
             batch_tokens=plan.batch_tokens,
             schedule=plan.schedule,
             on_step=on_step,
+            log_every=1,  # the bar moves every step (SmolLM2's take seconds each)
         )
     phases.end(
         f"loss {result['first_loss']:.2f} -> {result['last_loss']:.2f}, held-out exact match "
@@ -255,8 +256,10 @@ class Evaluation:
 
     def run(self, name: str, who: str, policy: str | Path) -> EvalResult:
         """Evaluate `policy`; writes `<out>/<name>.json` and a sample-episodes page `<out>/<name>.html`."""
-        tasks = self.config.eval.num_tasks
-        self.phases.start(f"eval-{name}", f"held-out evaluation of {who}: {tasks} tasks x {self.samples}", self.out)
+        splits = self.config.env.held_out_splits()
+        each = "at most " if len(splits) > 1 else ""
+        tasks = f"{each}{self.config.eval.num_tasks} tasks of {' and '.join(splits)} x {self.samples}"
+        self.phases.start(f"eval-{name}", f"held-out evaluation of {who}: {tasks}", self.out)
         with bar(self.config.env.max_turns, f"eval {name}", unit="turn") as progress:
 
             def on_turn(at: TurnProgress) -> None:

@@ -37,7 +37,7 @@ def test_quickstart_makes_then_reuses_its_models(tmp_path: Path, capsys: pytest.
     assert "Loading weights" not in printed.err and "Writing model shards" not in printed.err
 
     text = report.read_text()
-    assert "| student after 2 opd steps |" in text and "Learning criterion" in text
+    assert "| student after 2 atod steps |" in text and "Learning criterion" in text
     learning = json.loads((tmp_path / "out" / "learning.json").read_text())
     assert learning["tasks"] == 2 and learning["spread"] >= 0
     assert (tmp_path / "out" / "eval" / "teacher.html").is_file()
