@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trainer.config import TrainerConfig, load_config
+from trainer.config import ConfigError, TrainerConfig, config_from_dict, load_config
 from trainer.driver import train
 from trainer.eval import EvalResult, evaluate
 from trainer.experiments.compare.lr_search import SEARCH_RECORD, SearchResult, search_result
@@ -187,7 +187,7 @@ def continued(config: TrainerConfig) -> bool:
     checkpoint = latest_checkpoint(out) if config.resume else None
     if checkpoint is None or not (out / "config.json").is_file():
         return False
-    before = {**_settings(json.loads((out / "config.json").read_text())), "steps": config.steps}
+    before = {**_recorded(json.loads((out / "config.json").read_text())), "steps": config.steps}
     if before != _settings(config.model_dump(mode="json")):
         return False
     step = int(Path(checkpoint).name.removeprefix("step_"))
@@ -218,6 +218,15 @@ def _settings(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "env": {k: v for k, v in config.get("env", {}).items() if k != "targets"}}
 
 
+def _recorded(config: dict[str, Any]) -> dict[str, Any]:
+    """`_settings` of a config recorded by an earlier version, read through today's schema: a field added since
+    takes its default (a finished run stays reusable); one it no longer validates under is a different setting."""
+    try:
+        return _settings(config_from_dict(config).model_dump(mode="json"))
+    except ConfigError:
+        return {"unreadable": config}
+
+
 def finished_run(config: TrainerConfig) -> ArmRun | None:
     """The recorded result of an arm x seed already run with exactly this config (an interrupted comparison
     resumes where it stopped), else None."""
@@ -225,7 +234,7 @@ def finished_run(config: TrainerConfig) -> ArmRun | None:
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    if _settings(record.get("config", {})) != _settings(config.model_dump(mode="json")):
+    if _recorded(record.get("config", {})) != _settings(config.model_dump(mode="json")):
         return None
     print(f"compare: reusing the finished run in {path.parent}")
     run = ArmRun(**record["run"])

@@ -88,6 +88,11 @@ def test_a_finished_run_is_reused_only_under_the_same_settings(tmp_path: Path) -
     assert finished_run(other_port) == run("grpo", 0)  # a new server's address is not a new setting; tokens recounted
     longer = arm_config(spec.sized(False, {"steps": 16}), arm, 0, tmp_path, Path("models"), "127.0.0.1:1")
     assert finished_run(longer) is None
+    older = {**record["config"], "eval": {k: v for k, v in record["config"]["eval"].items() if k != "at_start"}}
+    (out / RUN_RECORD).write_text(json.dumps({**record, "config": older}))
+    assert finished_run(config) == run("grpo", 0)  # recorded before eval.at_start existed: its default, reused
+    (out / RUN_RECORD).write_text(json.dumps({**record, "config": {**older, "no_such_field": 1}}))
+    assert finished_run(config) is None
 
 
 def test_comparisons_side_by_side_wait_for_the_shared_baselines_and_reuse_them(tmp_path: Path) -> None:
