@@ -71,9 +71,9 @@ PLANS: dict[str, ModelPlan] = {
     "smollm2": ModelPlan(
         name="smollm2",
         config="quickstart-smollm2.yaml",
-        expert_tasks=24,
+        expert_tasks=12,
         student_steps=0,
-        teacher_steps=24,
+        teacher_steps=8,
         teacher_from_student=True,
         lr=1e-4,
         schedule="cosine",
