@@ -1,4 +1,4 @@
-"""Channel settings shared by the sync and asyncio clients: TLS, token metadata, size caps."""
+"""Channel settings shared by the sync and asyncio clients: TLS, token metadata, size caps, liveness."""
 
 from __future__ import annotations
 
@@ -8,11 +8,64 @@ from typing import Any
 
 import grpc
 
+from envhub.core.status import MIN_KEEPALIVE_S
+
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 ]
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """How soon a channel finds its server gone (docs/protocol.md, "Connections").
+
+    A connection to a server that vanished without closing it (node loss, a frozen process) is found
+    dead by HTTP/2 keepalive pings: within `keepalive_s + keepalive_timeout_s` of the loss, also while
+    no call is in flight, and the calls on it fail UNAVAILABLE then, not at their deadlines. A new
+    connection that is not up within `connect_timeout_s` (an address nothing answers at) fails too:
+    calls waiting for it fail UNAVAILABLE at that point (calls are not `wait_for_ready`: a channel
+    whose connection failed fails its calls at once until it reconnects). gRPC's defaults are no
+    keepalive and a 20 s connect timeout; these defaults make a vanished replica cost a failover
+    client at most about 2 s.
+    """
+
+    connect_timeout_s: float = 1.0
+    """Give up a connection attempt (TCP, TLS and the HTTP/2 handshake) after this long: loopback and
+    a data-centre network connect in milliseconds, a loaded one in well under a second."""
+    keepalive_s: float = 1.0
+    """Ping the server after this long without a ping, also with no call in flight (at least
+    `MIN_KEEPALIVE_S`): a ping is 17 bytes each way."""
+    keepalive_timeout_s: float = 1.0
+    """Take the connection as dead when a ping is not answered within this long (the server answers
+    pings in gRPC's transport, not in Python, so a busy server still answers in milliseconds)."""
+
+    def __post_init__(self) -> None:
+        if self.keepalive_s < MIN_KEEPALIVE_S or self.keepalive_timeout_s <= 0 or self.connect_timeout_s <= 0:
+            raise ValueError(
+                f"Liveness needs keepalive_s >= {MIN_KEEPALIVE_S} (servers refuse pings more often) and positive "
+                f"timeouts; got {self}"
+            )
+
+    def options(self) -> list[tuple[str, int]]:
+        """The gRPC channel arguments: keepalive (recent gRPC cores time a keepalive ping out by the
+        ping timeout, older ones by the keepalive timeout: both set), and the connect deadline (gRPC's
+        minimum connect timeout, and the first reconnect backoff, which the first attempt's deadline
+        may not undercut)."""
+        connect_ms = round(self.connect_timeout_s * 1000)
+        return [
+            ("grpc.keepalive_time_ms", round(self.keepalive_s * 1000)),
+            ("grpc.keepalive_timeout_ms", round(self.keepalive_timeout_s * 1000)),
+            ("grpc.http2.ping_timeout_ms", round(self.keepalive_timeout_s * 1000)),  # what gRPC >= 1.6x reads
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.min_reconnect_backoff_ms", connect_ms),
+            ("grpc.initial_reconnect_backoff_ms", connect_ms),
+        ]
+
+
+DEFAULT_LIVENESS = Liveness()
 
 
 def _pem(source: str | bytes) -> bytes:
@@ -58,9 +111,11 @@ def call_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),) if token else ()
 
 
-def open_channel(api: Any, target: str, tls: Tls) -> Any:
-    """A channel to `target` from `api` (`grpc` or `grpc.aio`), plaintext or TLS, with the size caps."""
+def open_channel(api: Any, target: str, tls: Tls, liveness: Liveness = DEFAULT_LIVENESS) -> Any:
+    """A channel to `target` from `api` (`grpc` or `grpc.aio`), plaintext or TLS, with the size caps,
+    keepalive and connect deadline of `liveness`."""
     creds = credentials(tls)
+    options = OPTIONS + liveness.options()
     if creds is None:
-        return api.insecure_channel(target, options=OPTIONS)
-    return api.secure_channel(target, creds, options=OPTIONS)
+        return api.insecure_channel(target, options=options)
+    return api.secure_channel(target, creds, options=options)
