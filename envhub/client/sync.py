@@ -70,6 +70,7 @@ class EnvhubClient:
     expert_actions = blocking(calls.expert_actions)
     snapshot = blocking(calls.snapshot)
     restore = blocking(calls.restore)
+    restore_many = blocking(calls.restore_many)
     fork = blocking(calls.fork)
 
     def close(self) -> None:
