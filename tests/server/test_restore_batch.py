@@ -4,15 +4,18 @@ unary call, the batch cap; a pool places a batch over its replicas and moves a f
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.message import Message
 
 from envhub.bench.procs import ServerProcess
-from envhub.client import AsyncEnvhubClient, EnvhubClient, EnvhubError, EnvhubPool, SessionStart
+from envhub.client import AsyncEnvhubClient, EnvhubClient, EnvhubError, EnvhubPool, SessionStart, calls, recovery
 from envhub.server.background import BackgroundServer
 from envhub.server.service import MAX_BATCH_STEPS
 from envhub.testing import REFERENCE
@@ -65,6 +68,24 @@ def test_a_batch_restores_like_unary_restores_and_answers_each_failure_in_its_pl
                 pb_grpc.EnvHubStub(channel).RestoreSnapshotBatch(too_many, timeout=30)
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "BATCH_TOO_LARGE" in str(refused.value.trailing_metadata())
+
+
+def test_a_move_restores_in_batches_of_at_most_batch_bytes_or_one_call_each(server: BackgroundServer) -> None:
+    with EnvhubClient(server.target) as client:
+        sources = [_counted(client, f"train-count/{index % 4}", index) for index in range(5)]
+        snapshots = [client.snapshot(session) for session in sources]
+        sent: collections.Counter[str] = collections.Counter()
+
+        def send(call: calls.Call[Any]) -> Message:
+            sent[call.method] += 1
+            return client.transport.send(call)
+
+        per_call = 2 * max(len(snapshot.data) for snapshot in snapshots)  # two snapshots per batch
+        for batch_bytes, expected in ((per_call, {"RestoreSnapshotBatch": 3}), (0, {"RestoreSnapshot": 5})):
+            sent.clear()
+            starts = recovery.restore_all(send, snapshots, concurrency=2, batch_bytes=batch_bytes)
+            assert sent == expected
+            assert [start.view.step_index for start in starts if isinstance(start, SessionStart)] == list(range(5))
 
 
 @contextlib.contextmanager
