@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from envhub.client import EnvhubClient, EnvhubError, EnvView, Sessions, TaskRef
+from envhub.client import EnvhubClient, EnvhubError, EnvView, Sessions, SessionStart, TaskRef
 from envhub.v1 import snapshot_pb2
 
 
@@ -105,6 +105,43 @@ def check_fork(client: EnvhubClient, spec: ComplianceSpec) -> None:
         _play(client, forks[1], actions[:1])  # an unrelated step must not disturb the first fork's history
         _expect(original == first, f"{task_id}: a fork continues differently from its source")
         for session_id in (start.session_id, *forks):
+            client.close_session(session_id)
+
+
+def check_restore_batch(client: EnvhubClient, spec: ComplianceSpec) -> None:
+    """RestoreSnapshotBatch restores several snapshots in one call, each exactly as RestoreSnapshot would
+    (the recorded observation, the same continuation), and answers a tampered one with its own
+    INVALID_ARGUMENT in its place while the others go through."""
+    for task_id, actions in spec.tasks.items():
+        half = len(actions) // 2
+        start = client.create_session(spec.environment, task=task_id, seed=spec.seed)
+        at_start = client.snapshot(start.session_id)
+        head = _play(client, start.session_id, actions[:half])
+        middle = client.snapshot(start.session_id)
+        tail = _play(client, start.session_id, actions[half:])
+        envelope = snapshot_pb2.SignedSnapshot.FromString(middle.data)
+        envelope.state += b"\x00"
+        answers = client.restore_many([at_start, envelope.SerializeToString(), middle], return_errors=True)
+        first, tampered, second = answers
+        _expect(
+            isinstance(tampered, EnvhubError) and tampered.code == grpc.StatusCode.INVALID_ARGUMENT,
+            f"{task_id}: a tampered snapshot in a batch answered {tampered!r}, not INVALID_ARGUMENT in its place",
+        )
+        _expect(
+            isinstance(first, SessionStart) and isinstance(second, SessionStart),
+            f"{task_id}: a batch's good restores failed: {first!r}, {second!r}",
+        )
+        assert isinstance(first, SessionStart) and isinstance(second, SessionStart)
+        _expect(first.view == start.view, f"{task_id}: a batch-restored start snapshot does not show the reset's view")
+        _expect(
+            (second.view.text, second.view.step_index) == (head[-1][0], half),
+            f"{task_id}: a batch-restored snapshot does not show the recorded observation",
+        )
+        _expect(_play(client, second.session_id, actions[half:]) == tail, f"{task_id}: it continues differently")
+        _expect(
+            _play(client, first.session_id, actions) == head + tail, f"{task_id}: a restored start plays differently"
+        )
+        for session_id in (start.session_id, first.session_id, second.session_id):
             client.close_session(session_id)
 
 
@@ -228,6 +265,7 @@ def check_max_sessions(client: EnvhubClient, spec: ComplianceSpec) -> None:
 CHECKS: tuple[Callable[[EnvhubClient, ComplianceSpec], None], ...] = (
     check_seed_determinism,
     check_snapshot_restore,
+    check_restore_batch,
     check_fork,
     check_fork_started_group,
     check_error_codes,

@@ -10,8 +10,9 @@ turn is timed from the kill until every session, the killed replica's half inclu
 step's result (each checked to equal the result of an undisturbed twin played alongside, so
 nothing is lost or applied twice); with the default recovery concurrency on a replica left that
 had not held the killed one's tasks (cold: it loads each game at its first restore) and on one
-whose workers held them (warm), and moving sessions one at a time, cold (the baseline). Writes
-`<out>/envhub-failover-recovery.json` and `.md`.
+whose workers held them (warm), each restoring in RestoreSnapshotBatch calls; then, cold, with one
+RestoreSnapshot call per session (as before the batch RPC, same concurrency) and moving sessions one
+at a time (the baseline). Writes `<out>/envhub-failover-recovery.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ class FailoverBenchSettings:
     """Timed turns per overhead mode (a multiple of every snapshot interval measured: each pays its snapshots)."""
     workers: int = 2
     kills: int = 5
-    """Recoveries measured (each on fresh replicas) with the default concurrency, cold and warm; the
-    one-at-a-time baseline is measured once."""
+    """Recoveries measured (each on fresh replicas) with the default concurrency: batched cold and warm,
+    one restore call per session cold; the one-at-a-time baseline is measured once."""
 
 
 def _say(message: str) -> None:
@@ -124,14 +125,17 @@ def _overhead(settings: FailoverBenchSettings, actions: Iterator[str]) -> dict[s
     return means
 
 
-def _recovery(settings: FailoverBenchSettings, concurrency: int, actions: list[str], warm: bool) -> dict[str, Any]:
+def _recovery(
+    settings: FailoverBenchSettings, concurrency: int, actions: list[str], warm: bool, batch_bytes: int
+) -> dict[str, Any]:
     """Kill one replica after 3 turns; the next turn's time from the kill, and whether every result
     equals the undisturbed twin's. `warm`: the twins play on the replica left, whose workers so hold
     every task (as in a fleet that served them before); else on a third server, so the replica left
     loads each of the killed one's tasks at its first restore."""
     with _replicas(settings, 2 if warm else 3) as started:
         servers = started[:2]
-        transport = FailoverTransport.over([s.target for s in servers], SNAPSHOT_EVERY, concurrency=concurrency)
+        targets = [s.target for s in servers]
+        transport = FailoverTransport.over(targets, SNAPSHOT_EVERY, concurrency=concurrency, batch_bytes=batch_bytes)
         with EnvhubClient(transport) as client, EnvhubClient(started[-1].target) as twins:
             task_of = _groups(client, settings)
             ids = list(task_of)
@@ -165,13 +169,15 @@ def _recovery(settings: FailoverBenchSettings, concurrency: int, actions: list[s
         "step_sent_again_s": done - move.ended,
     }
     _say(
-        f"  concurrency {concurrency}, {'warm' if warm else 'cold'}: {on_killed} sessions on the killed replica, all "
+        f"  concurrency {concurrency}, {'batched' if batch_bytes else 'one restore call each'}, "
+        f"{'warm' if warm else 'cold'}: {on_killed} sessions on the killed replica, all "
         f"{len(ids)} stepping again {done - killed_at:.2f} s after the kill (results equal: {equal}; "
         + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.items())
         + ")"
     )
     return {
         "concurrency": concurrency,
+        "batch_bytes": batch_bytes,
         "warm": warm,
         "sessions_on_killed_replica": on_killed,
         "stepping_again_s": done - killed_at,
@@ -182,13 +188,19 @@ def _recovery(settings: FailoverBenchSettings, concurrency: int, actions: list[s
 
 
 def _kills(
-    settings: FailoverBenchSettings, concurrency: int, actions: list[str], warm: bool, kills: int
+    settings: FailoverBenchSettings,
+    concurrency: int,
+    actions: list[str],
+    warm: bool,
+    kills: int,
+    batch_bytes: int = moves.BATCH_BYTES,
 ) -> dict[str, Any]:
     """`kills` recoveries on fresh replicas: each one, and the median and range of the time to step again."""
-    runs = [_recovery(settings, concurrency, actions, warm) for _ in range(kills)]
+    runs = [_recovery(settings, concurrency, actions, warm, batch_bytes) for _ in range(kills)]
     seconds = [run["stepping_again_s"] for run in runs]
     return {
         "concurrency": concurrency,
+        "batch_bytes": batch_bytes,
         "warm": warm,
         "kills": kills,
         "sessions_on_killed_replica": min(run["sessions_on_killed_replica"] for run in runs),
@@ -213,7 +225,8 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
     _say(f"{settings.environment}: recovery of the sessions of a killed replica")
     parallel = _kills(settings, moves.CONCURRENCY, actions, False, settings.kills)
     warm = _kills(settings, moves.CONCURRENCY, actions, True, settings.kills)
-    serial = _kills(settings, 1, actions, False, 1)
+    unbatched = _kills(settings, moves.CONCURRENCY, actions, False, settings.kills, batch_bytes=0)
+    serial = _kills(settings, 1, actions, False, 1, batch_bytes=0)
     result = {
         "environment": settings.environment,
         "settings": SERVER_SETTINGS.get(settings.environment, {}),
@@ -226,9 +239,11 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
         "snapshot_every_default": SNAPSHOT_EVERY,
         "recovery": parallel,
         "recovery_warm": warm,
+        "recovery_unbatched": unbatched,
         "recovery_serial": serial,
         "target_s": TARGET_S,
         "speedup": serial["stepping_again_s"] / parallel["stepping_again_s"],
+        "batched_speedup": unbatched["stepping_again_s"] / parallel["stepping_again_s"],
     }
     _write(result, Path(settings.out))
     return result
@@ -239,6 +254,13 @@ def _write(result: dict[str, Any], out: Path) -> None:
     (out / "envhub-failover-recovery.json").write_text(json.dumps(result, indent=2) + "\n")
     plain = result["overhead_turn_s"]["plain pool"]
     parallel, warm, serial = result["recovery"], result["recovery_warm"], result["recovery_serial"]
+    unbatched = result["recovery_unbatched"]
+    modes = (
+        (f"batched restores (concurrency {parallel['concurrency']}), cold", parallel),
+        (f"batched restores (concurrency {warm['concurrency']}), warm", warm),
+        (f"one restore call per session (concurrency {unbatched['concurrency']}), cold", unbatched),
+        ("one at a time (baseline), cold", serial),
+    )
     lines = [
         f"# envhub bench --profile failover: {result['environment']}",
         "",
@@ -267,18 +289,21 @@ def _write(result: dict[str, Any], out: Path) -> None:
             f"({run['stepping_again_min_s']:.2f}-{run['stepping_again_max_s']:.2f}) | "
             + " | ".join(f"{seconds:.2f} s" for seconds in run["phases_median_s"].values())
             + f" | {run['results_equal_undisturbed']} |"
-            for name, run in (
-                (f"parallel (concurrency {parallel['concurrency']}), cold", parallel),
-                (f"parallel (concurrency {warm['concurrency']}), warm", warm),
-                ("one at a time (baseline), cold", serial),
-            )
+            for name, run in modes
         ),
+        "",
+        "Every kill, seconds until all sessions stepped again: "
+        + "; ".join(
+            f"{name}: " + ", ".join(f"{kill['stepping_again_s']:.2f}" for kill in run["runs"]) for name, run in modes
+        )
+        + ".",
         "",
         "Phases (medians): found failed = from the kill until the failed batch and one probe said the replica is "
         "gone; restores = every held snapshot restored on the replica left; replay = the steps since the "
         "snapshots, in batched rounds; step sent again = the turn's step of every moved session, and the answers.",
         "",
-        f"Parallel recovery (cold) takes {1 / result['speedup']:.2f}x the time of the one-at-a-time baseline; "
+        f"Batched recovery (cold) takes {1 / result['batched_speedup']:.2f}x the time of one restore call per "
+        f"session and {1 / result['speedup']:.2f}x the one-at-a-time baseline's; "
         f"target: every session stepping again within {result['target_s']:.0f} s of the kill with 512 on the "
         f"killed replica ({'met' if parallel['stepping_again_max_s'] <= result['target_s'] else 'NOT met'} in "
         f"every cold kill).",

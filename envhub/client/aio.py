@@ -60,6 +60,7 @@ class AsyncEnvhubClient:
     expert_actions = awaiting(calls.expert_actions)
     snapshot = awaiting(calls.snapshot)
     restore = awaiting(calls.restore)
+    restore_many = awaiting(calls.restore_many)
     fork = awaiting(calls.fork)
 
     def stream(self, timeout: float | None = None) -> AsyncEnvhubClient:

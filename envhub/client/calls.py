@@ -62,6 +62,8 @@ class Effect(enum.Enum):
     """New sessions from its session's state, on the same replica."""
     BATCHES = "batches"
     """Steps several sessions at once: its `parts`, one STEPS call each."""
+    RESTORES = "restores"
+    """Places several new sessions at once: its `parts`, one CREATES call (a RestoreSnapshot) each."""
 
     @property
     def retry(self) -> Retry:
@@ -77,6 +79,7 @@ _RETRY = {
     Effect.CLOSES: Retry.NEVER,
     Effect.FORKS: Retry.NEVER,
     Effect.BATCHES: Retry.KEYED,
+    Effect.RESTORES: Retry.NEVER,
 }
 
 
@@ -101,8 +104,9 @@ class Call(Generic[R]):
     """For a call about one session: its request sent to another session id (same request_id)."""
     created: Callable[[Any], list[str]] = field(default=lambda _: [])
     """Response message -> the ids of the sessions it created (creates and forks)."""
-    parts: tuple[Call[types.EnvView], ...] = ()
-    """For a batch: one step call per step, in order (a pool splits the batch by their sessions)."""
+    parts: tuple[Call[Any], ...] = ()
+    """For a batch: one call per entry, in order (a pool splits a step batch by the steps' sessions, a
+    restore batch by where it places each new session)."""
     merge: Callable[[Sequence[Any]], Message] | None = None
     """For a read about the whole fleet: every replica's response -> the answer (a pool asks each)."""
     next_page: Callable[[Any, Any], Message | None] | None = None
@@ -323,7 +327,7 @@ def batch(
     """The steps `parts` (each a `step` call) as one StepBatch call; see `step_many`."""
 
     def decode(answer: pb.StepBatchResponse) -> list[Any]:
-        return step_results(convert.step_batch(answer, session_ids), return_errors)
+        return results(convert.step_batch(answer, session_ids), return_errors)
 
     session_ids = [part.session_id for part in parts]
     request = pb.StepBatchRequest(steps=[expect(part.request, pb.StepRequest) for part in parts])
@@ -378,6 +382,43 @@ def restore(
     return _placing("RestoreSnapshot", request, environment, timeout)
 
 
+def restore_many(
+    snapshots: Sequence[types.Snapshot | bytes],
+    *,
+    admissible: bool = False,
+    return_errors: bool = False,
+    timeout: float | None = None,
+) -> Call[list[Any]]:
+    """New sessions at many snapshots' states in one RestoreSnapshotBatch call, their `SessionStart`s in order.
+
+    A pool places each as `restore` would and sends one batch per replica, in parallel. Every restore
+    runs; then the first failure's `EnvhubError` is raised, or with `return_errors` each failure takes
+    its result's place. Not retried (it creates sessions). The batch travels as one message: keep its
+    snapshots under the 16 MiB message cap (a failover transport sends `RESTORE_BATCH_BYTES` at a time).
+    """
+    return restore_batch(
+        [restore(s, admissible=admissible, timeout=timeout) for s in snapshots], return_errors, timeout
+    )
+
+
+def restore_batch(
+    parts: Sequence[Call[types.SessionStart]], return_errors: bool = False, timeout: float | None = None
+) -> Call[list[Any]]:
+    """The restores `parts` (each a `restore` call) as one RestoreSnapshotBatch call; see `restore_many`."""
+    request = pb.RestoreSnapshotBatchRequest(
+        restores=[expect(part.request, pb.RestoreSnapshotRequest) for part in parts]
+    )
+    return Call(
+        "RestoreSnapshotBatch",
+        request,
+        lambda answer: results(convert.restore_batch(answer), return_errors),
+        Effect.RESTORES,
+        timeout,
+        created=_restored,
+        parts=tuple(parts),
+    )
+
+
 def fork(session_id: str, count: int = 1, *, timeout: float | None = None) -> Call[list[str]]:
     """`count` new sessions continuing independently from this one's state."""
     return _of_session(
@@ -402,6 +443,10 @@ def _new_session(response: pb.CreateSessionResponse | pb.RestoreSnapshotResponse
     return [response.session_id]
 
 
+def _restored(response: pb.RestoreSnapshotBatchResponse) -> list[str]:
+    return [entry.session.session_id for entry in response.results if entry.HasField("session")]
+
+
 def _forked(response: pb.ForkSessionResponse) -> list[str]:
     return list(response.session_ids)
 
@@ -410,10 +455,11 @@ def _none(_: Message) -> None:
     return None
 
 
-def step_results(answers: list[types.EnvView | EnvhubError], return_errors: bool) -> list[Any]:
-    """`step_many`'s answer: the first error raised, or (with `return_errors`) each error in its place."""
+def results(answers: Sequence[Any], return_errors: bool) -> list[Any]:
+    """A batch's answer (`step_many`, `restore_many`): the first error raised, or (with `return_errors`)
+    each error in its place."""
     if not return_errors:
         for answer in answers:
             if isinstance(answer, EnvhubError):
                 raise answer
-    return answers
+    return list(answers)

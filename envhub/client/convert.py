@@ -72,6 +72,14 @@ def step_batch(message: pb.StepBatchResponse, session_ids: Sequence[str]) -> lis
     ]
 
 
+def restore_batch(message: pb.RestoreSnapshotBatchResponse) -> list[types.SessionStart | EnvhubError]:
+    """Each entry's `SessionStart`, or the `EnvhubError` of its status."""
+    return [
+        from_status(entry.error) if entry.HasField("error") else session_start(entry.session)
+        for entry in message.results
+    ]
+
+
 def session_start(message: pb.CreateSessionResponse | pb.RestoreSnapshotResponse) -> types.SessionStart:
     return types.SessionStart(task(message.task), view(message.session_id, message.observation))
 

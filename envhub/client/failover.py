@@ -7,12 +7,12 @@ creation and after each reset) and the steps taken since, with their results
 
 * a replica found gone (a call fails with UNAVAILABLE or CANCELLED and a read-only probe fails
   too: SIGKILL, node loss): it is retired and **every** session this transport holds there is
-  rebuilt on the other replicas at once (held snapshot restored, steps since replayed in batched
-  rounds, each replayed result checked against the recorded one); no call of those sessions goes
-  to the dead address again, and one probe settles it for all of them;
+  rebuilt on the other replicas at once (held snapshots restored in RestoreSnapshotBatch calls,
+  steps since replayed in batched rounds, each replayed result checked against the recorded one);
+  no call of those sessions goes to the dead address again, and one probe settles it for all of them;
 * a replica refusing a call as DRAINING (SIGTERM; never retried there): it is retired and every
   session held there moves by a fresh snapshot taken on it (a draining server still admits
-  CreateSnapshot and CloseSession), restored elsewhere, the old one closed: no replay; a
+  CreateSnapshot and CloseSession), restored elsewhere in batches, the old one closed: no replay; a
   session whose fresh snapshot is refused is rebuilt from its held one;
 * a session lost with its worker (UNAVAILABLE `SESSION_LOST`, or `WORKER_LOST` in flight): that
   session is rebuilt, its replica stays.
@@ -89,9 +89,12 @@ class FailoverTransport:
         concurrency: int = recovery.CONCURRENCY,
         policy: RetryPolicy = DEFAULT_POLICY,
         settings: Settings | None = None,
+        batch_bytes: int = recovery.BATCH_BYTES,
     ) -> None:
         """Over `pool`, whose transports should not retry (`over` builds them so): this transport
-        retries a failed call by `policy` once a probe says its replica is still there."""
+        retries a failed call by `policy` once a probe says its replica is still there. A move restores
+        its sessions in RestoreSnapshotBatch calls of at most `batch_bytes` of snapshots (0: one
+        RestoreSnapshot call per session, for servers older than RestoreSnapshotBatch)."""
         if snapshot_every < 1 or concurrency < 1:
             raise ValueError("snapshot_every and concurrency must be at least 1 (a snapshot every k steps)")
         self.pool = pool
@@ -100,6 +103,7 @@ class FailoverTransport:
         """How the replicas are reached (token, TLS): also for the session streams of an asyncio client."""
         self.snapshot_every = snapshot_every
         self.concurrency = concurrency
+        self.batch_bytes = batch_bytes
         self._sessions: dict[str, Tracked] = {}
         self._lock = threading.Lock()
         self._moves: dict[str, threading.Event] = {}
@@ -121,13 +125,14 @@ class FailoverTransport:
         settings: Settings | None = None,
         refresh_s: float = REFRESH_S,
         concurrency: int = recovery.CONCURRENCY,
+        batch_bytes: int = recovery.BATCH_BYTES,
     ) -> FailoverTransport:
         """`PoolTransport.over(targets, settings, refresh_s)` ("dns:///name:port" stands for every
         address, looked up again every `refresh_s` seconds and after a replica fails), with failover;
         the replicas' transports do not retry, this one does by `settings.policy`."""
         settings = settings or Settings()
         pool = PoolTransport.over(targets, dataclasses.replace(settings, policy=NO_RETRY), refresh_s)
-        return cls(pool, snapshot_every, concurrency, settings.policy, settings)
+        return cls(pool, snapshot_every, concurrency, settings.policy, settings, batch_bytes)
 
     def close(self) -> None:
         self._renewals.shutdown(wait=False, cancel_futures=True)
@@ -459,10 +464,10 @@ class FailoverTransport:
         """Move `group` (migrate a draining replica's sessions, rebuild the rest); what the rebuild did."""
         send = self.pool.send
         if cause.reason == "DRAINING":
-            left = recovery.migrate(send, group, self.concurrency)
+            left = recovery.migrate(send, group, self.concurrency, self.batch_bytes)
             self.migrations += len(group) - len(left)
             self.recoveries += len(group) - len(left)
             group = left
-        rebuilt = recovery.rebuild(send, group, cause, self.concurrency)
+        rebuilt = recovery.rebuild(send, group, cause, self.concurrency, self.batch_bytes)
         self.recoveries += rebuilt.sessions
         return rebuilt

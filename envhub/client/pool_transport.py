@@ -7,8 +7,10 @@ fails the call with it (refused as DRAINING, or UNAVAILABLE/CANCELLED and then a
 probe fails too) the pool retires it and places the session on another, raising UNAVAILABLE
 (NO_REPLICA_LEFT) only when none is left. Every call of a session goes to the replica named
 by its id prefix ("<replica_id>.<suffix>"); a read about the whole fleet (`list_environments`,
-whose call says how to `merge`) asks every live replica; a batch is split by its `parts` into one
-StepBatch per replica, sent in parallel. With a
+whose call says how to `merge`) asks every live replica; a step batch is split by its `parts` into one
+StepBatch per replica, sent in parallel; a restore batch places each restore as a single one would be
+placed (load counted as it goes), sends one RestoreSnapshotBatch per replica in parallel, and places the
+restores of a replica that fails the call again on the others. With a
 `Discovery` the pool re-resolves its targets (after retiring a replica, and every
 `refresh_s` seconds before a placement): replicas at new addresses join, retired ones that
 answer again come back, replicas whose address is no longer resolved are retired; it starts
@@ -17,12 +19,13 @@ with the addresses that answer and fails (UNAVAILABLE, NO_REPLICA_LEFT) only if 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -36,6 +39,8 @@ from envhub.core.status import to_rpc_status
 from envhub.v1 import envhub_pb2 as pb
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
+T = TypeVar("T")
 FAILED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 """Codes of a call whose replica may have failed: refused while draining, or cut off by its shutdown or death."""
 PROBE_TIMEOUT_S = 5.0
@@ -205,6 +210,8 @@ class PoolTransport:
             return self._merged(call)
         if call.effect is calls.Effect.BATCHES:
             return self._split_batch(call)
+        if call.effect is calls.Effect.RESTORES:
+            return self._placed_batch(call)
         if call.session_id:
             replica = self.owner(call.session_id)
             response = self.replicas[replica].send(call)
@@ -213,10 +220,14 @@ class PoolTransport:
         self._load[replica] = max(0, self._load[replica] + call.sessions_made(response))
         return response
 
-    def _placed(self, call: calls.Call[Any]) -> tuple[str, Message]:
-        """Send a call placing a new session; on a replica that fails it, retire that one and try another."""
+    def _refresh_due(self) -> None:
+        """`refresh` when `refresh_s` passed since the last one (with a `Discovery`), before a placement."""
         if self.discovery is not None and self.discovery.clock() - self._refreshed_at >= self.discovery.refresh_s:
             self.refresh()
+
+    def _placed(self, call: calls.Call[Any]) -> tuple[str, Message]:
+        """Send a call placing a new session; on a replica that fails it, retire that one and try another."""
+        self._refresh_due()
         tried: set[str] = set()
         last: EnvhubError | None = None
         while True:
@@ -233,6 +244,56 @@ class PoolTransport:
                 tried.add(replica)
                 last = error
                 self.retire(replica)
+
+    def _placed_batch(self, call: calls.Call[Any]) -> Message:
+        """A restore batch: each restore placed, one batch per replica in parallel; the restores of a
+        replica that failed the call are placed again on the others (UNAVAILABLE, NO_REPLICA_LEFT, in
+        their places when none is left); an error of the call that is not its replica's, in each place."""
+        self._refresh_due()
+        entries = [pb.RestoreSnapshotBatchEntry() for _ in call.parts]
+        pending = list(range(len(call.parts)))
+        tried: set[str] = set()
+        while pending:
+            shares: dict[str, list[int]] = {}
+            for position in pending:
+                try:
+                    replica = self._place(call.parts[position].environment, tried)
+                except EnvhubError as none_left:
+                    entries[position] = pb.RestoreSnapshotBatchEntry(error=to_rpc_status(none_left))
+                    continue
+                shares.setdefault(replica, []).append(position)
+                self._load[replica] += 1  # counted now, so the next restore sees it; failures given back
+            share = functools.partial(self._restore_share, call, entries, tried)
+            pending = [position for again in self._each_replica(share, list(shares.items())) for position in again]
+        return pb.RestoreSnapshotBatchResponse(results=entries)
+
+    def _restore_share(
+        self,
+        call: calls.Call[Any],
+        entries: list[pb.RestoreSnapshotBatchEntry],
+        tried: set[str],
+        share: tuple[str, list[int]],
+    ) -> list[int]:
+        """Send one replica's share of a restore batch, its answers into `entries`; the positions to
+        place again when the replica failed the call (it is then retired and `tried`)."""
+        replica, positions = share
+        batch = calls.restore_batch([call.parts[position] for position in positions], timeout=call.timeout)
+        try:
+            answer = calls.expect(self.replicas[replica].send(batch), pb.RestoreSnapshotBatchResponse)
+        except EnvhubError as exc:
+            self._load[replica] -= len(positions)
+            if self.failed(replica, exc):
+                log.warning("restoring %d session(s) on replica %s failed (%s)", len(positions), replica, exc)
+                tried.add(replica)
+                self.retire(replica)
+                return positions
+            for position in positions:
+                entries[position] = pb.RestoreSnapshotBatchEntry(error=to_rpc_status(exc))
+            return []
+        for position, entry in zip(positions, answer.results, strict=True):
+            entries[position] = entry
+            self._load[replica] -= entry.HasField("error")
+        return []
 
     def _merged(self, call: calls.Call[Any]) -> Message:
         """A read about the whole fleet: every live replica's answer, merged by the call."""
@@ -263,12 +324,16 @@ class PoolTransport:
             for position, entry in zip(positions, answer.results, strict=True):
                 entries[position] = entry
 
-        if len(shares) == 1:
-            play(next(iter(shares)))
-        elif shares:
-            with ThreadPoolExecutor(max_workers=len(shares)) as executor:
-                list(executor.map(play, shares))
+        self._each_replica(play, list(shares))
         return pb.StepBatchResponse(results=entries)
+
+    @staticmethod
+    def _each_replica(play: Callable[[T], R], shares: Sequence[T]) -> list[R]:
+        """`play` of every replica's share, in parallel when there are several."""
+        if len(shares) <= 1:
+            return [play(share) for share in shares]
+        with ThreadPoolExecutor(max_workers=len(shares)) as executor:
+            return list(executor.map(play, shares))
 
     def close(self) -> None:
         for transport in list(self.replicas.values()):

@@ -2,12 +2,15 @@
 
 A `Tracked` session is what a failover transport holds to rebuild one session elsewhere: its live
 id, its latest snapshot and the steps since, with the views the caller saw. `rebuild` restores a
-group of them on other replicas (placed by the pool) with up to `concurrency` restores in flight,
+group of them on other replicas (placed by the pool) in RestoreSnapshotBatch calls of up to
+`batch_bytes` of snapshots each (the pool sends one per replica), up to `concurrency` in flight,
 then replays their steps since the snapshot as batched rounds (round i: every session's i-th
 step, one StepBatch per replica), checking each replayed view equals the recorded one. `migrate`
-moves a draining replica's sessions by fresh snapshots taken there (no replay), also
-`concurrency` at a time, returning the ones whose fresh snapshot was refused. Neither raises: a
-session that cannot be rebuilt keeps its error in `broken`, raised by its next call.
+moves a draining replica's sessions by fresh snapshots taken there (`concurrency` at a time),
+restored in batches the same way (no replay), and returns the ones whose fresh snapshot or restore
+failed. With `batch_bytes` 0 each restore is its own RestoreSnapshot call (`concurrency` in flight),
+for servers older than RestoreSnapshotBatch. Neither raises: a session that cannot be rebuilt keeps
+its error in `broken`, raised by its next call.
 """
 
 from __future__ import annotations
@@ -32,7 +35,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 CONCURRENCY = 32
-"""Restores (or migrations) in flight at once while moving a replica's sessions."""
+"""Calls in flight at once while moving a replica's sessions (restore batches, fresh snapshots)."""
+BATCH_BYTES = 4 * 1024 * 1024
+"""Most snapshot bytes one RestoreSnapshotBatch of a move carries: a quarter of the 16 MiB message cap
+(512 ALFWorld snapshots of a few KB travel in one call)."""
+MAX_BATCH = 4096
+"""Most restores one RestoreSnapshotBatch carries (the server's cap)."""
 
 
 @dataclass
@@ -82,6 +90,41 @@ def each(concurrency: int, work: Callable[[T], R], items: Sequence[T]) -> list[R
         return list(threads.map(work, items))
 
 
+def _batches(snapshots: Sequence[types.Snapshot], batch_bytes: int) -> list[list[int]]:
+    """Positions of `snapshots` in consecutive batches of at most `batch_bytes` of snapshot data (a
+    bigger snapshot alone) and `MAX_BATCH` restores."""
+    batches: list[list[int]] = []
+    size = 0
+    for position, snapshot in enumerate(snapshots):
+        if not batches or size + len(snapshot.data) > batch_bytes or len(batches[-1]) >= MAX_BATCH:
+            batches.append([])
+            size = 0
+        batches[-1].append(position)
+        size += len(snapshot.data)
+    return batches
+
+
+def restore_all(
+    send: Send, snapshots: Sequence[types.Snapshot], concurrency: int, batch_bytes: int = BATCH_BYTES
+) -> list[types.SessionStart | EnvhubError]:
+    """Every snapshot restored (each placed by the pool), in RestoreSnapshotBatch calls of at most
+    `batch_bytes` of snapshots, `concurrency` in flight (`batch_bytes` 0: one RestoreSnapshot each);
+    each new session's start, or its restore's error, in order."""
+    if batch_bytes <= 0:
+        return each(concurrency, lambda snapshot: _attempt(send, calls.restore(snapshot)), snapshots)
+
+    def restore_batch(positions: list[int]) -> list[types.SessionStart | EnvhubError]:
+        call = calls.restore_many([snapshots[position] for position in positions], return_errors=True)
+        answer = _attempt(send, call)
+        return [answer] * len(positions) if isinstance(answer, EnvhubError) else answer
+
+    batches = _batches(snapshots, batch_bytes)
+    starts: dict[int, types.SessionStart | EnvhubError] = {}
+    for positions, answers in zip(batches, each(concurrency, restore_batch, batches), strict=True):
+        starts.update(zip(positions, answers, strict=True))
+    return [starts[position] for position in range(len(snapshots))]
+
+
 def _attempt(send: Send, call: calls.Call[R]) -> R | EnvhubError:
     try:
         return call.decode(send(call))
@@ -104,7 +147,13 @@ class Rebuilt:
     """Replaying the steps since, in batched rounds."""
 
 
-def rebuild(send: Send, group: Sequence[tuple[str, Tracked]], cause: EnvhubError, concurrency: int) -> Rebuilt:
+def rebuild(
+    send: Send,
+    group: Sequence[tuple[str, Tracked]],
+    cause: EnvhubError,
+    concurrency: int,
+    batch_bytes: int = BATCH_BYTES,
+) -> Rebuilt:
     """Restore every session of `group` ((caller's id, session)) from its held snapshot elsewhere and
     replay its steps since."""
     started = time.perf_counter()
@@ -118,7 +167,7 @@ def rebuild(send: Send, group: Sequence[tuple[str, Tracked]], cause: EnvhubError
                 f"the replica of session {caller_id!r} failed before a snapshot was taken", "NO_SNAPSHOT"
             )
     names = list(held)
-    starts = each(concurrency, lambda name: _attempt(send, calls.restore(held[name][0])), names)
+    starts = restore_all(send, [held[name][0] for name in names], concurrency, batch_bytes)
     sessions = dict(group)
     live: dict[str, str] = {}
     for caller_id, start in zip(names, starts, strict=True):
@@ -164,26 +213,40 @@ def _replay_round(
             del live[caller_id]
 
 
-def migrate(send: Send, group: Sequence[tuple[str, Tracked]], concurrency: int) -> list[tuple[str, Tracked]]:
-    """Move every session of `group` off its draining replica by a fresh snapshot taken there (restored
-    elsewhere, the old one closed); returns those whose snapshot or restore failed (to rebuild)."""
+def migrate(
+    send: Send, group: Sequence[tuple[str, Tracked]], concurrency: int, batch_bytes: int = BATCH_BYTES
+) -> list[tuple[str, Tracked]]:
+    """Move every session of `group` off its draining replica by a fresh snapshot taken there (`concurrency`
+    at a time), restored elsewhere in batches (`restore_all`), the old one closed; returns those whose
+    snapshot or restore failed (to rebuild)."""
 
-    def move(item: tuple[str, Tracked]) -> bool:
-        caller_id, session = item
-        leaving = session.live_id
-        snapshot = _attempt(send, calls.snapshot(leaving))
+    def fresh(item: tuple[str, Tracked]) -> types.Snapshot | EnvhubError:
+        snapshot = _attempt(send, calls.snapshot(item[1].live_id))
         if isinstance(snapshot, EnvhubError):  # gone since, or past its drain window
-            log.warning("session %s: no fresh snapshot from its draining replica (%s)", caller_id, snapshot)
-            return False
-        start = _attempt(send, calls.restore(snapshot))
-        if isinstance(start, EnvhubError):
-            return False
-        session.moved_to(start.session_id, snapshot)
-        closed = _attempt(send, calls.close_session(leaving))  # lets the draining replica exit sooner
-        if isinstance(closed, EnvhubError):
-            log.info("session %s: closing %s on its draining replica failed (%s)", caller_id, leaving, closed)
-        log.warning("session %s: its replica drains; moved from %s to %s", caller_id, leaving, start.session_id)
-        return True
+            log.warning("session %s: no fresh snapshot from its draining replica (%s)", item[0], snapshot)
+        return snapshot
 
-    moved = each(concurrency, move, group)
-    return [item for item, done in zip(group, moved, strict=True) if not done]
+    snapshots = each(concurrency, fresh, group)
+    taken = [
+        (item, snapshot)
+        for item, snapshot in zip(group, snapshots, strict=True)
+        if isinstance(snapshot, types.Snapshot)
+    ]
+    starts = restore_all(send, [snapshot for _, snapshot in taken], concurrency, batch_bytes)
+    left = [item for item, snapshot in zip(group, snapshots, strict=True) if isinstance(snapshot, EnvhubError)]
+    leaving: list[str] = []
+    for ((caller_id, session), snapshot), start in zip(taken, starts, strict=True):
+        if isinstance(start, EnvhubError):
+            left.append((caller_id, session))
+            continue
+        leaving.append(session.live_id)
+        log.info("session %s: its replica drains; moved from %s to %s", caller_id, session.live_id, start.session_id)
+        session.moved_to(start.session_id, snapshot)
+
+    def close(session_id: str) -> None:  # lets the draining replica exit sooner
+        closed = _attempt(send, calls.close_session(session_id))
+        if isinstance(closed, EnvhubError):
+            log.info("closing %s on its draining replica failed (%s)", session_id, closed)
+
+    each(concurrency, close, leaving)
+    return left

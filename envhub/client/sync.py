@@ -4,7 +4,7 @@ Every failure raises `envhub.core.errors.EnvhubError`. Retries follow one `Retry
 (jittered exponential backoff): read-only calls on UNAVAILABLE; Step and ResetSession on
 UNAVAILABLE and DEADLINE_EXCEEDED, safely, because each carries a request_id the session
 remembers (the call is applied once however many replies are lost). CreateSession,
-RestoreSnapshot and ForkSession create sessions and CloseSession destroys one: a retry after
+RestoreSnapshot(Batch) and ForkSession create sessions and CloseSession destroys one: a retry after
 a lost reply would leak or misreport, so they are not retried.
 """
 
@@ -70,6 +70,7 @@ class EnvhubClient:
     expert_actions = blocking(calls.expert_actions)
     snapshot = blocking(calls.snapshot)
     restore = blocking(calls.restore)
+    restore_many = blocking(calls.restore_many)
     fork = blocking(calls.fork)
 
     def close(self) -> None:

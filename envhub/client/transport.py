@@ -83,12 +83,14 @@ def _merge_pages(call: Call[Any], send_page: Callable[[Message], Message]) -> Me
 
 @dataclass(frozen=True)
 class Settings:
-    """How a client connects: shared token, TLS, default per-attempt timeout, retry policy."""
+    """How a client connects: shared token, TLS, default per-attempt timeout, retry policy, and how
+    soon its channels find a server gone (`channel.Liveness`: keepalive, connect deadline)."""
 
     token: str | None = None
     tls: channel.Tls = None
     timeout: float = DEFAULT_TIMEOUT_S
     policy: RetryPolicy = DEFAULT_POLICY
+    liveness: channel.Liveness = channel.DEFAULT_LIVENESS
 
 
 class _Unary:
@@ -114,7 +116,7 @@ class ChannelTransport(_Unary):
         settings: Settings = Settings(),
         interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),
     ) -> None:
-        self._channel: grpc.Channel = channel.open_channel(grpc, target, settings.tls)
+        self._channel: grpc.Channel = channel.open_channel(grpc, target, settings.tls, settings.liveness)
         self._wrapped = grpc.intercept_channel(self._channel, *interceptors) if interceptors else self._channel
         super().__init__(target, self._wrapped.unary_unary, settings)
 
@@ -142,7 +144,7 @@ class AioChannelTransport(_Unary):
     """asyncio unary calls on one server, retried by `policy` (create it inside a running loop)."""
 
     def __init__(self, target: str, settings: Settings = Settings()) -> None:
-        self.channel: grpc.aio.Channel = channel.open_channel(grpc.aio, target, settings.tls)
+        self.channel: grpc.aio.Channel = channel.open_channel(grpc.aio, target, settings.tls, settings.liveness)
         super().__init__(target, self.channel.unary_unary, settings)
 
     async def send(self, call: Call[Any]) -> Message:

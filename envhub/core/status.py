@@ -16,6 +16,10 @@ STREAM_ADMITTED = "envhub-stream-admitted"
 """Initial-metadata key a server opens a SessionStream with once it admitted it (token accepted, not
 draining). A client writes no request before it: grpc.aio reports a write that races the server's
 refusal as INTERNAL "Internal error from Core" instead of the refusal (grpc/grpc#36066)."""
+MIN_KEEPALIVE_S = 1.0
+"""The shortest HTTP/2 keepalive interval a client may use: servers accept pings twice as often, also
+with no call in flight (gRPC's server default takes pings more often than every 5 minutes without a
+call for abuse and closes the connection)."""
 
 
 def to_status(error: EnvhubError) -> grpc.Status:

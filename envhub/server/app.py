@@ -17,6 +17,7 @@ from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
+from envhub.core.status import MIN_KEEPALIVE_S
 from envhub.server import requests
 from envhub.server.auth import AuthInterceptor
 from envhub.server.config import ServerConfig
@@ -34,6 +35,13 @@ from envhub.server.worker_ops import Close
 log = logging.getLogger(__name__)
 STREAM_END_GRACE_S = 1.0
 """After a drain: how long open streams get to deliver their DRAINING status before gRPC stops."""
+
+KEEPALIVE_OPTIONS = [
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", round(MIN_KEEPALIVE_S * 500)),
+]
+"""Clients' keepalive pings (every `MIN_KEEPALIVE_S` or more, also between calls) are welcome: they find a
+vanished server fast (`envhub.client.channel.Liveness`)."""
 
 
 def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
@@ -70,6 +78,7 @@ class EnvhubServer:
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes),
                 ("grpc.so_reuseport", 0),
+                *KEEPALIVE_OPTIONS,
             ],
         )
         self._reaper: asyncio.Task[None] | None = None

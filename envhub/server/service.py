@@ -45,11 +45,22 @@ M = TypeVar("M", bound=Message)
 MAX_PAGE_SIZE = 1000
 MAX_REQUEST_ID_BYTES = 128
 MAX_BATCH_STEPS = 4096
-"""Most steps one StepBatch may carry (a rollout turn of 4x the papers' 1,024 episodes)."""
+"""Most steps one StepBatch (or restores one RestoreSnapshotBatch) may carry (a rollout turn of 4x the
+papers' 1,024 episodes)."""
 SERVICE = pb.DESCRIPTOR.services_by_name["EnvHub"]
 SERVICE_NAME = SERVICE.full_name
 _PAGE_TOKEN = re.compile(r"[1-9][0-9]{0,9}")
 """What this server issues as `next_page_token`: a positive decimal offset, ASCII, no padding."""
+
+
+def _check_batch(entries: int, what: str) -> None:
+    """INVALID_ARGUMENT (BATCH_TOO_LARGE) for a batch of more than `MAX_BATCH_STEPS` entries."""
+    if entries > MAX_BATCH_STEPS:
+        raise errors.invalid_argument(
+            f"the batch has {entries} {what}; the limit is {MAX_BATCH_STEPS}",
+            "BATCH_TOO_LARGE",
+            max_batch_steps=str(MAX_BATCH_STEPS),
+        )
 
 
 def _resolve(catalog: KindCatalog, selector: pb.TaskSelector) -> TaskSpec:
@@ -315,12 +326,7 @@ class EnvHubService:
 
     async def _step_batch(self, request: pb.StepBatchRequest, context: Context) -> pb.StepBatchResponse:
         """Every step checked on its own, then one `StepMany` per worker, all workers at once."""
-        if len(request.steps) > MAX_BATCH_STEPS:
-            raise errors.invalid_argument(
-                f"the batch has {len(request.steps)} steps; the limit is {MAX_BATCH_STEPS}",
-                "BATCH_TOO_LARGE",
-                max_batch_steps=str(MAX_BATCH_STEPS),
-            )
+        _check_batch(len(request.steps), "steps")
         tenant = self._caller(context).name
         response = pb.StepBatchResponse()
         entries = [response.results.add() for _ in request.steps]
@@ -412,6 +418,26 @@ class EnvHubService:
             observation=convert.observation(view.observation, view.step_index, view.admissible),
         )
 
+    async def _restore_batch(
+        self, request: pb.RestoreSnapshotBatchRequest, context: Context
+    ) -> pb.RestoreSnapshotBatchResponse:
+        """Every restore as the unary RestoreSnapshot, all at once (each on the worker its task's
+        placement picks), each answered in its place."""
+        _check_batch(len(request.restores), "restores")
+        tenant = self._tenant_label(context)
+        response = pb.RestoreSnapshotBatchResponse()
+        entries = [response.results.add() for _ in request.restores]
+
+        async def restore(entry: pb.RestoreSnapshotBatchEntry, one: pb.RestoreSnapshotRequest) -> None:
+            try:
+                entry.session.CopyFrom(await self._restore(one, context))
+            except errors.EnvhubError as exc:
+                self._metrics.error("RestoreSnapshotBatch.restore", exc.code, tenant)
+                entry.error.CopyFrom(to_rpc_status(exc))
+
+        await asyncio.gather(*(restore(entry, one) for entry, one in zip(entries, request.restores, strict=True)))
+        return response
+
     async def _fork(self, request: pb.ForkSessionRequest, context: Context) -> pb.ForkSessionResponse:
         if not 1 <= request.count <= self._config.max_fork:
             raise errors.invalid_argument(
@@ -463,6 +489,10 @@ class EnvHubService:
     async def RestoreSnapshot(self, request: Any, context: Context) -> Any:
         body = self._admitted(request, lambda message: self._restore(message, context))
         return await self._unary("RestoreSnapshot", body, context)
+
+    async def RestoreSnapshotBatch(self, request: Any, context: Context) -> Any:
+        body = self._admitted(request, lambda message: self._restore_batch(message, context))
+        return await self._unary("RestoreSnapshotBatch", body, context)
 
     async def ForkSession(self, request: Any, context: Context) -> Any:
         body = self._admitted(request, lambda message: self._fork(message, context))

@@ -307,6 +307,26 @@ class RestoreSnapshotResponse(_message.Message):
     observation: Observation
     def __init__(self, session_id: _Optional[str] = ..., task: _Optional[_Union[TaskInfo, _Mapping]] = ..., observation: _Optional[_Union[Observation, _Mapping]] = ...) -> None: ...
 
+class RestoreSnapshotBatchRequest(_message.Message):
+    __slots__ = ("restores",)
+    RESTORES_FIELD_NUMBER: _ClassVar[int]
+    restores: _containers.RepeatedCompositeFieldContainer[RestoreSnapshotRequest]
+    def __init__(self, restores: _Optional[_Iterable[_Union[RestoreSnapshotRequest, _Mapping]]] = ...) -> None: ...
+
+class RestoreSnapshotBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RestoreSnapshotBatchEntry]
+    def __init__(self, results: _Optional[_Iterable[_Union[RestoreSnapshotBatchEntry, _Mapping]]] = ...) -> None: ...
+
+class RestoreSnapshotBatchEntry(_message.Message):
+    __slots__ = ("session", "error")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    session: RestoreSnapshotResponse
+    error: _status_pb2.Status
+    def __init__(self, session: _Optional[_Union[RestoreSnapshotResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
 class ForkSessionRequest(_message.Message):
     __slots__ = ("session_id", "count")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]

@@ -86,6 +86,11 @@ class EnvHubStub:
                 request_serializer=envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotRequest.SerializeToString,
                 response_deserializer=envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotResponse.FromString,
                 _registered_method=True)
+        self.RestoreSnapshotBatch = channel.unary_unary(
+                '/envhub.v1.EnvHub/RestoreSnapshotBatch',
+                request_serializer=envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotBatchRequest.SerializeToString,
+                response_deserializer=envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotBatchResponse.FromString,
+                _registered_method=True)
         self.ForkSession = channel.unary_unary(
                 '/envhub.v1.EnvHub/ForkSession',
                 request_serializer=envhub_dot_v1_dot_envhub__pb2.ForkSessionRequest.SerializeToString,
@@ -175,6 +180,15 @@ class EnvHubServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RestoreSnapshotBatch(self, request, context):
+        """Starts many sessions from snapshots at once (moving a failed replica's
+        sessions). Each restore is answered with its own status: a failed restore
+        never fails the batch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ForkSession(self, request, context):
         """Copies a live session into n new sessions that continue independently.
         """
@@ -246,6 +260,11 @@ def add_EnvHubServicer_to_server(servicer, server):
                     servicer.RestoreSnapshot,
                     request_deserializer=envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotRequest.FromString,
                     response_serializer=envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotResponse.SerializeToString,
+            ),
+            'RestoreSnapshotBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreSnapshotBatch,
+                    request_deserializer=envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotBatchRequest.FromString,
+                    response_serializer=envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotBatchResponse.SerializeToString,
             ),
             'ForkSession': grpc.unary_unary_rpc_method_handler(
                     servicer.ForkSession,
@@ -530,6 +549,33 @@ class EnvHub:
             '/envhub.v1.EnvHub/RestoreSnapshot',
             envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotRequest.SerializeToString,
             envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreSnapshotBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/envhub.v1.EnvHub/RestoreSnapshotBatch',
+            envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotBatchRequest.SerializeToString,
+            envhub_dot_v1_dot_envhub__pb2.RestoreSnapshotBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

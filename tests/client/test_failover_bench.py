@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def test_the_failover_bench_moves_the_killed_half_and_changes_no_result(tmp_path: Path) -> None:
     result = run_failover_bench(FailoverBenchSettings("alfworld", str(tmp_path), sessions=16, turns=4, kills=1))
 
-    for mode in ("recovery", "recovery_warm", "recovery_serial"):
+    for mode in ("recovery", "recovery_warm", "recovery_unbatched", "recovery_serial"):
         run = result[mode]
         assert run["sessions_on_killed_replica"] == 8, "placement spreads the two groups over both replicas"
         assert run["results_equal_undisturbed"] is True
@@ -25,4 +25,6 @@ def test_the_failover_bench_moves_the_killed_half_and_changes_no_result(tmp_path
         assert 0 < sum(kill["phases_s"].values()) <= kill["stepping_again_s"]
     assert set(result["overhead_turn_s"]) == {"plain pool", "failover k=1", "failover k=2", "failover k=4"}
     assert json.loads((tmp_path / "envhub-failover-recovery.json").read_text())["sessions"] == 16
-    assert "| parallel (concurrency 32), cold | 1 | 8 |" in (tmp_path / "envhub-failover-recovery.md").read_text()
+    assert (
+        "| batched restores (concurrency 32), cold | 1 | 8 |" in (tmp_path / "envhub-failover-recovery.md").read_text()
+    )

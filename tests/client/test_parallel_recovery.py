@@ -90,6 +90,8 @@ def test_every_session_of_a_killed_replica_moves_at_once(monkeypatch: pytest.Mon
         assert transport.recoveries == 12 and transport.pool.retired == {owner}
         after_kill = counters[killed.target].calls
         assert sum(after_kill.values()) - before == 2, f"one failed batch and one probe, then nothing: {after_kill}"
+        left = counters[servers[1].target].calls
+        assert (left["RestoreSnapshotBatch"], left["RestoreSnapshot"]) == (1, 0), f"12 restores, one call: {left}"
         frozen = sum(after_kill.values())
         for _ in range(2):  # later turns and single steps never go to the dead address again
             client.step_many([(session, "count") for session in sessions])
@@ -157,6 +159,8 @@ def test_a_draining_replica_is_not_asked_again_and_its_sessions_move_by_fresh_sn
         assert (transport.migrations, transport.recoveries) == (4, 4), "moved by fresh snapshots, nothing replayed"
         calls = counters[leaving.target].calls
         assert calls == {"StepBatch": 1, "CreateSnapshot": 4, "CloseSession": 4}, f"a refusal was retried: {calls}"
+        staying = counters[servers[1].target].calls
+        assert (staying["RestoreSnapshotBatch"], staying["RestoreSnapshot"]) == (1, 0), f"one restore call: {staying}"
         assert leaving.process.wait(timeout=60) == 0, "its sessions moved away, the drained replica exits"
         for session in sessions:
             client.close_session(session)

@@ -255,6 +255,9 @@ class Target:
             self.known.sessions.append(response.session_id)  # type: ignore[attr-defined]
         elif method == "ForkSession":
             self.known.sessions.extend(response.session_ids)  # type: ignore[attr-defined]
+        elif method == "RestoreSnapshotBatch":
+            restored = [entry.session.session_id for entry in response.results if entry.HasField("session")]  # type: ignore[attr-defined]
+            self.known.sessions.extend(restored)
         elif method == "CreateSnapshot":
             self.known.snapshots.append(response.snapshot)  # type: ignore[attr-defined]
         del self.known.sessions[:-24], self.known.snapshots[:-8]
@@ -405,6 +408,10 @@ def _tour(target: Target) -> None:
         ("StepBatch", pb.StepBatchRequest(steps=[pb.StepRequest(session_id=sessions[1], action=action)])),
         ("CreateSnapshot", pb.CreateSnapshotRequest(session_id=sessions[2])),
         ("RestoreSnapshot", pb.RestoreSnapshotRequest(snapshot=known.snapshots[0])),
+        (
+            "RestoreSnapshotBatch",
+            pb.RestoreSnapshotBatchRequest(restores=[pb.RestoreSnapshotRequest(snapshot=known.snapshots[0])]),
+        ),
         ("ForkSession", pb.ForkSessionRequest(session_id=sessions[2], count=2)),
         ("CloseSession", pb.CloseSessionRequest(session_id=sessions[7])),
     ]
