@@ -251,12 +251,12 @@ def _run(args: argparse.Namespace) -> int:
         episodes = expert_episodes(config, targets[0], args.tasks)
     if args.command == "make-models":
         tiny = make_models(config, episodes, args.out)
-        made = {"student": str(tiny.student), "teacher": str(tiny.teacher), "reused": tiny.reused}
+        result: dict[str, object] = {"student": str(tiny.student), "teacher": str(tiny.teacher), "reused": tiny.reused}
         if args.sft_steps:
             sft = Path(args.out) / "student-sft"
-            made["sft"] = sft_from_expert(config, episodes, tiny.student, steps=args.sft_steps, out_dir=sft)
-            made["student-sft"] = str(sft)
-        print(json.dumps(made))
+            result["sft"] = sft_from_expert(config, episodes, tiny.student, steps=args.sft_steps, out_dir=sft)
+            result["student-sft"] = str(sft)
+        print(json.dumps(result))
         return 0
     source = args.model or config.models.teacher
     if not source:
