@@ -22,7 +22,7 @@ endef
 $(STAMP): pyproject.toml
 	$(call venv_with,$(SETUP_EXTRAS))
 	# OpenEnv's AutoEnv finds envhub through this small package (docs/integrations.md)
-	$(BIN)/pip install -q --no-deps -e integrations/openenv-envhub_env
+	$(BIN)/pip install -q --no-deps -e deploy/openenv
 	touch $(STAMP) $(QUICKSTART_STAMP)
 
 setup: $(STAMP)
@@ -58,7 +58,7 @@ FIRST_trl := torch==2.13.0
 # openenv-core 0.3.0, and the small package OpenEnv's AutoEnv discovers envhub through.
 TESTS_openenv := tests/integrations/test_openenv_adapter.py
 IMPORTS_openenv := openenv envhub_env envhub.integrations.openenv
-THEN_openenv := --no-deps -e integrations/openenv-envhub_env
+THEN_openenv := --no-deps -e deploy/openenv
 # skyrl-gym 0.4.0 (func_timeout, pandas, requests, omegaconf) with the client: no torch.
 TESTS_skyrl := tests/integrations/test_skyrl_adapter.py
 IMPORTS_skyrl := skyrl_gym envhub.integrations.skyrl
@@ -125,11 +125,11 @@ test: setup $(SMOLLM2_STAMP) check-protos lint test-adapters
 lint: setup buf
 	$(BIN)/python -m envhub.tools.lint_protos
 	$(BIN)/python -m envhub.tools.buf_check
-	$(BIN)/ruff check envhub trainer tests deploy integrations
-	$(BIN)/ruff format --check envhub trainer tests deploy integrations
+	$(BIN)/ruff check envhub trainer tests deploy
+	$(BIN)/ruff format --check envhub trainer tests deploy
 	$(BIN)/mypy
 
-## buf (npm @bufbuild/buf, pinned) for `buf lint` and `buf breaking` against contract/released (buf.yaml).
+## buf (npm @bufbuild/buf, pinned) for `buf lint` and `buf breaking` against protos/released (protos/buf.yaml).
 BUF_VERSION := 1.75.0
 BUF_STAMP   := .cache/buf/.installed-$(BUF_VERSION)
 
@@ -146,8 +146,8 @@ buf-check: setup buf
 ## At a release: make protos/ the released contract that `buf breaking` guards (make release-contract VERSION=x.y.z).
 release-contract:
 	test -n "$(VERSION)" || { echo "usage: make release-contract VERSION=x.y.z" >&2; exit 2; }
-	rm -rf contract/released/envhub && cp -r protos/envhub contract/released/
-	printf 'version: %s\ncommit: %s\n' "$(VERSION)" "$$(git rev-parse --short HEAD)" > contract/released/RELEASE
+	rm -rf protos/released/envhub && cp -r protos/envhub protos/released/
+	printf 'version: %s\ncommit: %s\n' "$(VERSION)" "$$(git rev-parse --short HEAD)" > protos/released/RELEASE
 
 ## Regenerate the Python code for the wire contract from protos/.
 protos: setup
