@@ -49,5 +49,7 @@ def test_searchqa_make_models_sft_train_eval(
     assert _run(["train", *config, "--no-progress", *overrides], capsys)["step"] == 1
     [record] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert record["rollout/trajectories"] == 8 and 1.0 <= record["rollout/mean_turns"] <= 4.0
-    evaluation = _run(["eval", *config, "--set", "eval.num_tasks=4", "--policy", str(sft)], capsys)
+    evaluation = _run(
+        ["eval", *config, "--set", "eval.num_tasks=4", "--set", f"output_dir={run}", "--policy", sft], capsys
+    )
     assert evaluation["split"] == "test" and evaluation["tasks"] == 4 and 0.0 <= evaluation["success_rate"] <= 1.0
