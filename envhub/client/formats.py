@@ -89,6 +89,19 @@ class ActionFormat:
         if not self.stop:
             raise ValueError("an action format needs at least one stop string (where a reply's action ends)")
 
+    def render(self, task_description: str, observation: str, admissible: Sequence[str] = (), step: int = 0) -> str:
+        """The template for the turn after `step` earlier steps, showing none of them (a chat keeps them as earlier
+        messages); the admissible actions quoted and comma-joined, as the papers' templates show them."""
+        return self.template.format(
+            task_description=task_description.strip().rstrip("."),
+            step_count=step,
+            history_length=0,
+            action_history=self.history([], observation, step + 1),
+            current_step=step + 1,
+            current_observation=observation.strip(),
+            admissible_actions=", ".join(f"'{action}'" for action in admissible),
+        )
+
 
 def format_names() -> list[str]:
     """Every environment name with a format: the built-ins, then installed packages' entry points."""

@@ -1,5 +1,6 @@
 """Adapters that let other training frameworks use envhub environments (each an optional extra).
 
+* `envhub.integrations.skyrl`: a SkyRL-gym `BaseTextEnv` registered as "envhub" (`envhub[skyrl]`).
 * `envhub.integrations.openenv`: an OpenEnv `EnvClient` and `Environment` over envhub (`envhub[openenv]`).
 * `envhub.integrations.trl`: a TRL `environment_factory` class and a batched `rollout_func` (`envhub[trl]`).
 * `envhub.integrations.verifiers`: a `verifiers` `MultiTurnEnv` over envhub (`envhub[verifiers]`).

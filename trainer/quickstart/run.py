@@ -37,7 +37,7 @@ from trainer.quickstart.models import (
     shipped_models,
     smollm2_base,
 )
-from trainer.quickstart.plans import PLANS, ModelPlan
+from trainer.quickstart.plans import PLANS, ModelPlan, default_models_dir
 from trainer.quickstart.report import QuickstartRun, write_report
 from trainer.rollout.group import TurnProgress
 from trainer.rollout.local_server import LocalServer
@@ -54,11 +54,6 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
 def pick_environment() -> str:
     """ALFWorld when its extra is installed, else ScienceWorld."""
     return "alfworld" if importlib.util.find_spec("alfworld") else "scienceworld"
-
-
-def default_models_dir(model: str) -> Path:
-    """Where `--model` keeps its models unless `--models` says otherwise."""
-    return Path("runs/models") if model == "tiny" else Path(f"runs/models-{model}")
 
 
 def quickstart(

@@ -150,6 +150,8 @@ class Episode:
     """No-progress detector and takeover state (only with recovery)."""
     resume: Resume | None = None
     """When set, the next turn continues this prefix instead of rendering a prompt."""
+    prompt_text: str = ""
+    """The user message last rendered for this episode (`Turn.prompt_text`)."""
 
     @property
     def active(self) -> bool:
@@ -321,6 +323,7 @@ class GroupRollout:
                 masked=generation.finish_reason == "length" and self.settings.truncation == "mask",
                 teacher=teacher,
                 supervise_from=episode.resume.supervise_from if episode.resume else 0,
+                prompt_text="" if episode.resume else episode.prompt_text,
             )
         )
         if episode.tracker is not None:
@@ -346,7 +349,7 @@ class GroupRollout:
             past=episode.past,
         )
         if self.renderer.context == "full":
-            text = self.renderer.render(state)
+            text = episode.prompt_text = self.renderer.render(state)
             if not episode.context:
                 return encode_user_turn(self.tokenizer, text)
             closed = episode.context[-1] == self.tokenizer.eos_token_id
@@ -354,7 +357,8 @@ class GroupRollout:
         limit = self.settings.max_prompt_tokens
         shown = min(len(episode.past), self.renderer.history_length)
         for history in range(shown, -1, -1):
-            ids = encode_user_turn(self.tokenizer, self.renderer.render(state, history=history))
+            episode.prompt_text = self.renderer.render(state, history=history)
+            ids = encode_user_turn(self.tokenizer, episode.prompt_text)
             if len(ids) <= limit:
                 stats.trimmed_prompts += history < shown
                 return ids

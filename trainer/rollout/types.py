@@ -47,6 +47,8 @@ class Turn:
     for a turn a branch copied from its main trajectory)."""
     constraints: list[Constraint] = field(default_factory=list)
     """PBR constraints the protocol rules detected in this response."""
+    prompt_text: str = ""
+    """The user message of the turn as rendered (its newest part in `full` mode); empty for a resumed branch turn."""
 
     @property
     def supervised(self) -> bool:

@@ -171,3 +171,9 @@ def test_shipped_gpu_configs_place_every_engine_within_its_gpu() -> None:
     config = load_config("gpu-vllm.yaml")
     assert (config.ray.enabled, config.placement.mode, config.placement.learner_gpus) == (True, "colocated", 2)
     assert config.rollout_workers() == 2 and config.optim.gradient_checkpointing
+
+
+def test_rollouts_are_recorded_by_the_synchronous_driver_only() -> None:
+    assert load_config("grpo-tiny.yaml", ["logging.rollouts=true"]).logging.rollouts
+    with pytest.raises(ConfigError, match=r"logging\.rollouts is recorded by the synchronous driver only"):
+        load_config("divopd-tiny.yaml", ["logging.rollouts=true"])
