@@ -10,9 +10,10 @@ turn is timed from the kill until every session, the killed replica's half inclu
 step's result (each checked to equal the result of an undisturbed twin played alongside, so
 nothing is lost or applied twice); with the default recovery concurrency on a replica left that
 had not held the killed one's tasks (cold: it loads each game at its first restore) and on one
-whose workers held them (warm), each restoring in RestoreSnapshotBatch calls; then, cold, with one
-RestoreSnapshot call per session (as before the batch RPC, same concurrency) and moving sessions one
-at a time (the baseline). Writes `<out>/envhub-failover-recovery.json` and `.md`.
+whose workers held them (warm), each restoring in RestoreSnapshotBatch calls, and, cold, with one
+RestoreSnapshot call per session (as before the batch RPC, same concurrency), the three modes' kills
+interleaved; then moving sessions one at a time (the baseline); then restores alone, batched and not.
+Writes `<out>/envhub-failover-recovery.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ class FailoverBenchSettings:
     """Timed turns per overhead mode (a multiple of every snapshot interval measured: each pays its snapshots)."""
     workers: int = 2
     kills: int = 5
-    """Recoveries measured (each on fresh replicas) with the default concurrency: batched cold and warm,
-    one restore call per session cold; the one-at-a-time baseline is measured once."""
+    """Recoveries measured (each on fresh replicas, the modes interleaved) with the default concurrency:
+    batched cold and warm, one restore call per session cold; the one-at-a-time baseline once."""
 
 
 def _say(message: str) -> None:
@@ -188,22 +189,15 @@ def _recovery(
     }
 
 
-def _kills(
-    settings: FailoverBenchSettings,
-    concurrency: int,
-    actions: list[str],
-    warm: bool,
-    kills: int,
-    batch_bytes: int = moves.BATCH_BYTES,
-) -> dict[str, Any]:
-    """`kills` recoveries on fresh replicas: each one, and the median and range of the time to step again."""
-    runs = [_recovery(settings, concurrency, actions, warm, batch_bytes) for _ in range(kills)]
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Recoveries of one mode, each on fresh replicas: each one, and the median and range of the time
+    to step again."""
     seconds = [run["stepping_again_s"] for run in runs]
     return {
-        "concurrency": concurrency,
-        "batch_bytes": batch_bytes,
-        "warm": warm,
-        "kills": kills,
+        "concurrency": runs[0]["concurrency"],
+        "batch_bytes": runs[0]["batch_bytes"],
+        "warm": runs[0]["warm"],
+        "kills": len(runs),
         "sessions_on_killed_replica": min(run["sessions_on_killed_replica"] for run in runs),
         "stepping_again_s": statistics.median(seconds),
         "stepping_again_min_s": min(seconds),
@@ -214,6 +208,23 @@ def _kills(
         "results_equal_undisturbed": all(run["results_equal_undisturbed"] for run in runs),
         "runs": runs,
     }
+
+
+def _modes(settings: FailoverBenchSettings, actions: list[str]) -> dict[str, dict[str, Any]]:
+    """Every recovery mode, its kills interleaved (batched cold, one call each cold, batched warm, then
+    again), so a shared machine's load drifting over the run weighs on every mode alike; the
+    one-at-a-time baseline once, at the end."""
+    modes = {
+        "recovery": (moves.CONCURRENCY, False, moves.BATCH_BYTES),
+        "recovery_unbatched": (moves.CONCURRENCY, False, 0),
+        "recovery_warm": (moves.CONCURRENCY, True, moves.BATCH_BYTES),
+    }
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
+    for _ in range(settings.kills):
+        for mode, (concurrency, warm, batch_bytes) in modes.items():
+            runs[mode].append(_recovery(settings, concurrency, actions, warm, batch_bytes))
+    runs["recovery_serial"] = [_recovery(settings, 1, actions, False, 0)]
+    return {mode: _summary(kills) for mode, kills in runs.items()}
 
 
 def _restores_alone(settings: FailoverBenchSettings, repeats: int = 3) -> dict[str, float]:
@@ -246,10 +257,8 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
     overhead = _overhead(settings, cycle)
     actions = [next(cycle) for _ in range(4)]
     _say(f"{settings.environment}: recovery of the sessions of a killed replica")
-    parallel = _kills(settings, moves.CONCURRENCY, actions, False, settings.kills)
-    warm = _kills(settings, moves.CONCURRENCY, actions, True, settings.kills)
-    unbatched = _kills(settings, moves.CONCURRENCY, actions, False, settings.kills, batch_bytes=0)
-    serial = _kills(settings, 1, actions, False, 1, batch_bytes=0)
+    modes = _modes(settings, actions)
+    parallel, unbatched, serial = modes["recovery"], modes["recovery_unbatched"], modes["recovery_serial"]
     alone = _restores_alone(settings)
     result = {
         "environment": settings.environment,
@@ -261,10 +270,7 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
         "load_average_1m": os.getloadavg()[0],
         "overhead_turn_s": overhead,
         "snapshot_every_default": SNAPSHOT_EVERY,
-        "recovery": parallel,
-        "recovery_warm": warm,
-        "recovery_unbatched": unbatched,
-        "recovery_serial": serial,
+        **modes,
         "restores_alone_s": alone,
         "target_s": TARGET_S,
         "speedup": serial["stepping_again_s"] / parallel["stepping_again_s"],
