@@ -10,14 +10,16 @@ turn is timed from the kill until every session, the killed replica's half inclu
 step's result (each checked to equal the result of an undisturbed twin played alongside, so
 nothing is lost or applied twice); with the default recovery concurrency on a replica left that
 had not held the killed one's tasks (cold: it loads each game at its first restore) and on one
-whose workers held them (warm), each restoring in RestoreSnapshotBatch calls; then, cold, with one
-RestoreSnapshot call per session (as before the batch RPC, same concurrency) and moving sessions one
-at a time (the baseline). Writes `<out>/envhub-failover-recovery.json` and `.md`.
+whose workers held them (warm), each restoring in RestoreSnapshotBatch calls, and, cold, with one
+RestoreSnapshot call per session (as before the batch RPC, same concurrency), the three modes' kills
+interleaved; then moving sessions one at a time (the baseline); then restores alone, batched and not.
+Writes `<out>/envhub-failover-recovery.json` and `.md`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -52,8 +54,8 @@ class FailoverBenchSettings:
     """Timed turns per overhead mode (a multiple of every snapshot interval measured: each pays its snapshots)."""
     workers: int = 2
     kills: int = 5
-    """Recoveries measured (each on fresh replicas) with the default concurrency: batched cold and warm,
-    one restore call per session cold; the one-at-a-time baseline is measured once."""
+    """Recoveries measured (each on fresh replicas, the modes interleaved) with the default concurrency:
+    batched cold and warm, one restore call per session cold; the one-at-a-time baseline once."""
 
 
 def _say(message: str) -> None:
@@ -187,22 +189,15 @@ def _recovery(
     }
 
 
-def _kills(
-    settings: FailoverBenchSettings,
-    concurrency: int,
-    actions: list[str],
-    warm: bool,
-    kills: int,
-    batch_bytes: int = moves.BATCH_BYTES,
-) -> dict[str, Any]:
-    """`kills` recoveries on fresh replicas: each one, and the median and range of the time to step again."""
-    runs = [_recovery(settings, concurrency, actions, warm, batch_bytes) for _ in range(kills)]
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Recoveries of one mode, each on fresh replicas: each one, and the median and range of the time
+    to step again."""
     seconds = [run["stepping_again_s"] for run in runs]
     return {
-        "concurrency": concurrency,
-        "batch_bytes": batch_bytes,
-        "warm": warm,
-        "kills": kills,
+        "concurrency": runs[0]["concurrency"],
+        "batch_bytes": runs[0]["batch_bytes"],
+        "warm": runs[0]["warm"],
+        "kills": len(runs),
         "sessions_on_killed_replica": min(run["sessions_on_killed_replica"] for run in runs),
         "stepping_again_s": statistics.median(seconds),
         "stepping_again_min_s": min(seconds),
@@ -215,6 +210,45 @@ def _kills(
     }
 
 
+def _modes(settings: FailoverBenchSettings, actions: list[str]) -> dict[str, dict[str, Any]]:
+    """Every recovery mode, its kills interleaved (batched cold, one call each cold, batched warm, then
+    again), so a shared machine's load drifting over the run weighs on every mode alike; the
+    one-at-a-time baseline once, at the end."""
+    modes = {
+        "recovery": (moves.CONCURRENCY, False, moves.BATCH_BYTES),
+        "recovery_unbatched": (moves.CONCURRENCY, False, 0),
+        "recovery_warm": (moves.CONCURRENCY, True, moves.BATCH_BYTES),
+    }
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
+    for _ in range(settings.kills):
+        for mode, (concurrency, warm, batch_bytes) in modes.items():
+            runs[mode].append(_recovery(settings, concurrency, actions, warm, batch_bytes))
+    runs["recovery_serial"] = [_recovery(settings, 1, actions, False, 0)]
+    return {mode: _summary(kills) for mode, kills in runs.items()}
+
+
+def _restores_alone(settings: FailoverBenchSettings, repeats: int = 3) -> dict[str, float]:
+    """Half the sessions' snapshots restored on one replica whose workers hold their tasks (warm) with
+    nothing else running: in RestoreSnapshotBatch calls, and one RestoreSnapshot call each (both with
+    the default concurrency), alternated `repeats` times; the median seconds of each."""
+    modes = {"batched": moves.BATCH_BYTES, "one call each": 0}
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
+    with _replicas(settings, 1) as [server], EnvhubClient(server.target) as client:
+        ids = _sessions(client, dataclasses.replace(settings, sessions=settings.sessions // 2))
+        snapshots = [client.snapshot(session) for session in ids]
+        for _ in range(repeats):
+            for mode, batch_bytes in modes.items():
+                started = time.perf_counter()
+                starts = moves.restore_all(client.transport.send, snapshots, moves.CONCURRENCY, batch_bytes)
+                times[mode].append(time.perf_counter() - started)
+                for start in starts:
+                    assert not isinstance(start, Exception), f"a restore failed: {start}"
+                    client.close_session(start.session_id)
+    medians = {mode: statistics.median(seconds) for mode, seconds in times.items()}
+    _say("  restores alone, " + ", ".join(f"{mode} {seconds:.2f} s" for mode, seconds in medians.items()))
+    return medians
+
+
 def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
     """Run the failover profile; write and return its results."""
     profile = PROFILES[settings.environment]
@@ -223,10 +257,9 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
     overhead = _overhead(settings, cycle)
     actions = [next(cycle) for _ in range(4)]
     _say(f"{settings.environment}: recovery of the sessions of a killed replica")
-    parallel = _kills(settings, moves.CONCURRENCY, actions, False, settings.kills)
-    warm = _kills(settings, moves.CONCURRENCY, actions, True, settings.kills)
-    unbatched = _kills(settings, moves.CONCURRENCY, actions, False, settings.kills, batch_bytes=0)
-    serial = _kills(settings, 1, actions, False, 1, batch_bytes=0)
+    modes = _modes(settings, actions)
+    parallel, unbatched, serial = modes["recovery"], modes["recovery_unbatched"], modes["recovery_serial"]
+    alone = _restores_alone(settings)
     result = {
         "environment": settings.environment,
         "settings": SERVER_SETTINGS.get(settings.environment, {}),
@@ -237,10 +270,8 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
         "load_average_1m": os.getloadavg()[0],
         "overhead_turn_s": overhead,
         "snapshot_every_default": SNAPSHOT_EVERY,
-        "recovery": parallel,
-        "recovery_warm": warm,
-        "recovery_unbatched": unbatched,
-        "recovery_serial": serial,
+        **modes,
+        "restores_alone_s": alone,
         "target_s": TARGET_S,
         "speedup": serial["stepping_again_s"] / parallel["stepping_again_s"],
         "batched_speedup": unbatched["stepping_again_s"] / parallel["stepping_again_s"],
@@ -305,8 +336,13 @@ def _write(result: dict[str, Any], out: Path) -> None:
         f"Batched recovery (cold) takes {1 / result['batched_speedup']:.2f}x the time of one restore call per "
         f"session and {1 / result['speedup']:.2f}x the one-at-a-time baseline's; "
         f"target: every session stepping again within {result['target_s']:.0f} s of the kill with 512 on the "
-        f"killed replica ({'met' if parallel['stepping_again_max_s'] <= result['target_s'] else 'NOT met'} in "
-        f"every cold kill).",
+        f"killed replica ({parallel['sessions_on_killed_replica']} here; "
+        f"{'met' if parallel['stepping_again_max_s'] <= result['target_s'] else 'NOT met'} in every cold kill).",
+        "",
+        f"Restores alone ({result['sessions'] // 2} snapshots onto one replica holding their tasks, nothing else "
+        "running, median of 3, alternated): "
+        + ", ".join(f"{mode} {seconds:.2f} s" for mode, seconds in result["restores_alone_s"].items())
+        + ".",
         "",
     ]
     (out / "envhub-failover-recovery.md").write_text("\n".join(lines))

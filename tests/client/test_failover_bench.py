@@ -23,6 +23,7 @@ def test_the_failover_bench_moves_the_killed_half_and_changes_no_result(tmp_path
         [kill] = run["runs"]
         assert kill["recoveries"] == 8
         assert 0 < sum(kill["phases_s"].values()) <= kill["stepping_again_s"]
+    assert set(result["restores_alone_s"]) == {"batched", "one call each"}
     assert set(result["overhead_turn_s"]) == {"plain pool", "failover k=1", "failover k=2", "failover k=4"}
     assert json.loads((tmp_path / "envhub-failover-recovery.json").read_text())["sessions"] == 16
     assert (
