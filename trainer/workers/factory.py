@@ -20,8 +20,14 @@ def resolve_device(device: str) -> str:
 
 
 def sleeps(config: TrainerConfig) -> bool:
-    """Whether the engines sleep during learner updates: colocated mode with a sleep level."""
-    return config.placement.mode == "colocated" and config.placement.sleep_level > 0
+    """Whether the engines sleep during learner updates: colocated mode with a sleep level, except vLLM engines on
+    CPU (vLLM's CPU build has no sleep mode, and there is no GPU memory to give the learner)."""
+    return config.placement.mode == "colocated" and config.placement.sleep_level > 0 and not config.vllm_on_cpu()
+
+
+def cpu_kv_cache_bytes(config: TrainerConfig) -> int:
+    """Each vLLM CPU engine's KV cache in bytes (`backend.cpu_kv_cache_mb`)."""
+    return int(config.backend.cpu_kv_cache_mb * 1024 * 1024)
 
 
 def bucket_bytes(config: TrainerConfig) -> int:
@@ -47,6 +53,7 @@ def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBacke
             "vllm",
             path,
             gpu_memory_utilization=config.backend.gpu_memory_utilization,
+            cpu_kv_cache_bytes=cpu_kv_cache_bytes(config),
             stop=stop,
             weight_transfer=sync if sync in ("ipc", "nccl") else None,
             sleep_mode=sleeps(config),

@@ -6,7 +6,7 @@ from trainer.backends.hf import HFBackend
 from trainer.backends.vllm import VLLMBackend
 from trainer.config import TrainerConfig
 from trainer.rollout import Trajectory
-from trainer.workers.factory import resolve_device, sleeps, teacher_parallel_size
+from trainer.workers.factory import cpu_kv_cache_bytes, resolve_device, sleeps, teacher_parallel_size
 
 
 class TeacherWorker:
@@ -24,6 +24,7 @@ class TeacherWorker:
             self.backend = VLLMBackend(
                 config.models.teacher,
                 gpu_memory_utilization=config.backend.gpu_memory_utilization,
+                cpu_kv_cache_bytes=cpu_kv_cache_bytes(config),
                 sleep_mode=sleeps(config),
                 tensor_parallel_size=teacher_parallel_size(config),
             )
