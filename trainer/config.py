@@ -56,6 +56,12 @@ class BackendConfig(_Section):
         description="vLLM's CPU build: KV cache of each engine in MB, set explicitly (there gpu_memory_utilization "
         "would reserve a share of the machine's RAM per engine). 512 MB holds ~23k tokens of SmolLM2-135M in bf16.",
     )
+    enforce_eager: bool | None = Field(
+        None,
+        description="vLLM: run the model eagerly (no torch.compile, no CUDA graphs). None: eager on vLLM's CPU build "
+        "(there torch.compile builds C++ kernels per model at every engine start: 30-40 s per engine on 2 cores, "
+        "minutes under load), compiled with CUDA graphs on a GPU (vLLM's default).",
+    )
     weight_sync: Literal["auto", "state_dict", "inproc", "ipc", "nccl"] = Field(
         "auto",
         description="How learner weights reach the rollout engines. `state_dict`: a CPU copy (hf backend); "

