@@ -329,7 +329,12 @@ class PlacementConfig(_Section):
         description="Colocated mode: vLLM sleep level of the rollout engines during the learner update (2: weights "
         "and KV cache freed, verl's choice; 1: weights to CPU; 0: no sleep). The teacher sleeps at level 1.",
     )
-    learner_gpus: int = Field(0, ge=0, description="Learner ranks, one GPU each (FSDP2 over them); 0 = no GPUs (CPU).")
+    learner_gpus: int = Field(
+        0,
+        ge=0,
+        description="Learner ranks, one GPU each (FSDP2 over them); 0 = no GPUs (CPU). With vLLM's CPU build the "
+        "placement group's bundles are CPU cores instead (docs/gpu.md).",
+    )
     rollout_gpus: int = Field(1, ge=1, description="Split mode: GPUs per rollout engine (vLLM tensor parallel).")
     teacher_gpus: int = Field(1, ge=1, description="Split mode: GPUs of the teacher engine (vLLM tensor parallel).")
     strategy: Literal["PACK", "STRICT_PACK", "SPREAD"] = Field(

@@ -73,3 +73,20 @@ def test_atod_steps_on_vllm_cpu_engines_under_ray(
     synced = records[1]["actor/rollout_logp_abs_diff"]
     print(f"step 2: engine vs learner mean |logp diff| {synced:.2e}; step 1 moved log-probs by {moved:.2e}")
     assert synced < moved / 10
+
+
+def test_cpu_build_resolves_state_dict_never_sleeps_and_refuses_cuda_transfers(
+    alfworld_config: Callable[..., TrainerConfig],
+) -> None:
+    from trainer.config import ConfigError
+    from trainer.workers.factory import sleeps, vllm_engine_kwargs
+
+    ray, placed = {"enabled": True}, {"mode": "colocated", "learner_gpus": 1, "sleep_level": 2}
+    config = alfworld_config("h:1", backend={"kind": "vllm"}, ray=ray, placement=placed)
+    assert config.vllm_on_cpu() and config.weight_sync() == "state_dict" and not sleeps(config)
+    assert vllm_engine_kwargs(config)["enforce_eager"] is True
+    grpo = {"name": "grpo"}  # Ray off: one process, one engine
+    assert alfworld_config("h:1", backend={"kind": "vllm"}, objective=grpo).weight_sync() == "inproc"
+    for sync, placement in (("ipc", placed), ("nccl", {**placed, "mode": "split"})):
+        with pytest.raises(ConfigError, match="moves CUDA tensors"):
+            alfworld_config("h:1", backend={"kind": "vllm", "weight_sync": sync}, ray=ray, placement=placement)
