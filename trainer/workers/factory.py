@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from envhub.client import Sessions
@@ -20,8 +22,20 @@ def resolve_device(device: str) -> str:
 
 
 def sleeps(config: TrainerConfig) -> bool:
-    """Whether the engines sleep during learner updates: colocated mode with a sleep level."""
-    return config.placement.mode == "colocated" and config.placement.sleep_level > 0
+    """Whether the engines sleep during learner updates: colocated mode with a sleep level, except vLLM engines on
+    CPU (vLLM's CPU build has no sleep mode, and there is no GPU memory to give the learner)."""
+    return config.placement.mode == "colocated" and config.placement.sleep_level > 0 and not config.vllm_on_cpu()
+
+
+def vllm_engine_kwargs(config: TrainerConfig) -> dict[str, Any]:
+    """What every vLLM engine of a run gets from `backend` beyond its role's settings: the CPU build's KV cache
+    size (`backend.cpu_kv_cache_mb`) and eager mode (`backend.enforce_eager`, None: eager on the CPU build)."""
+    eager = config.vllm_on_cpu() if config.backend.enforce_eager is None else config.backend.enforce_eager
+    return {
+        "gpu_memory_utilization": config.backend.gpu_memory_utilization,
+        "cpu_kv_cache_bytes": int(config.backend.cpu_kv_cache_mb * 1024 * 1024),
+        "enforce_eager": eager,
+    }
 
 
 def bucket_bytes(config: TrainerConfig) -> int:
@@ -46,7 +60,7 @@ def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBacke
         return make_backend(
             "vllm",
             path,
-            gpu_memory_utilization=config.backend.gpu_memory_utilization,
+            **vllm_engine_kwargs(config),
             stop=stop,
             weight_transfer=sync if sync in ("ipc", "nccl") else None,
             sleep_mode=sleeps(config),

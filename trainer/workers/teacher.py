@@ -6,7 +6,7 @@ from trainer.backends.hf import HFBackend
 from trainer.backends.vllm import VLLMBackend
 from trainer.config import TrainerConfig
 from trainer.rollout import Trajectory
-from trainer.workers.factory import resolve_device, sleeps, teacher_parallel_size
+from trainer.workers.factory import resolve_device, sleeps, teacher_parallel_size, vllm_engine_kwargs
 
 
 class TeacherWorker:
@@ -23,7 +23,7 @@ class TeacherWorker:
         if config.backend.kind == "vllm":
             self.backend = VLLMBackend(
                 config.models.teacher,
-                gpu_memory_utilization=config.backend.gpu_memory_utilization,
+                **vllm_engine_kwargs(config),
                 sleep_mode=sleeps(config),
                 tensor_parallel_size=teacher_parallel_size(config),
             )

@@ -75,6 +75,8 @@ class _FakeLLM:
     def collective_rpc(self, method: str, args: tuple[Any, ...] = ()) -> list[Any]:
         """The in-process engine hands the arguments to the worker extension untouched."""
         self.calls.append(("collective_rpc", method))
+        if method != "envhub_load_weights":  # envhub_start_load / envhub_finish_load: the reload session
+            return [None]
         for name, tensor in args[0]:
             self.loaded[name] = tensor.clone()
         return [len(args[0])]
@@ -279,9 +281,11 @@ def test_inproc_sync_hands_bf16_buckets_to_the_engine_in_this_process(
         assert "weight_transfer_config" not in llm.kwargs and llm.calls == []
         group.sync_weights()
         names = [name for name, _ in llm.calls]
-        buckets = names.count("collective_rpc")
+        rpcs = [method for name, method in llm.calls if name == "collective_rpc"]
+        buckets = rpcs.count("envhub_load_weights")
         assert buckets > 1
-        assert names == ["wake_up", *["collective_rpc"] * buckets, "reset_prefix_cache", "wake_up"]
+        assert rpcs == ["envhub_start_load", *["envhub_load_weights"] * buckets, "envhub_finish_load"]
+        assert names == ["wake_up", *["collective_rpc"] * (buckets + 2), "reset_prefix_cache", "wake_up"]
         _assert_engine_holds_student_weights(llm, tiny_models.student)
     finally:
         group.close()
