@@ -115,6 +115,21 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="learner overhead and rollout throughput benchmarks")
     p.add_argument("--out", default="docs/results", help="folder for trainer-bench.json / .md")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--speed",
+        action="store_true",
+        help="instead: the CPU speed paths, old (fp32, no kept cache) vs new (bf16, kept KV cache, shared-prefix "
+        "scoring), per model -> trainer-bench-speed.json / .md (docs/design/019)",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="--speed: also a local HF model folder (e.g. smollm2=runs/models/smollm2); the tiny model is always in",
+    )
+    p.add_argument("--turns", type=int, default=10, help="--speed: turns of each full-context chat")
+    p.add_argument("--sessions", type=int, default=16, help="--speed: chats generated together")
     return parser
 
 
@@ -192,6 +207,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.baseline and args.target is None:
             raise ConfigError("--baseline needs --target (the speedup is a ratio of costs to reach it)")
         print(summary_table(args.runs, args.target, args.baseline))
+        return 0
+    if args.command == "bench" and args.speed:
+        from trainer.experiments.speed import SpeedSizes, speed_bench
+
+        sizes = SpeedSizes(sessions=args.sessions, turns=args.turns, repeats=args.repeats)
+        speed_bench(args.out, dict(item.split("=", 1) for item in args.model), sizes)
         return 0
     if args.command == "bench":
         from trainer.experiments.bench import run_bench
