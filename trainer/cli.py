@@ -130,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--turns", type=int, default=10, help="--speed: turns of each full-context chat")
     p.add_argument("--sessions", type=int, default=16, help="--speed: chats generated together")
+    p.add_argument("--threads", type=int, help="--speed: torch threads (default: torch's; 1 on a shared machine)")
     return parser
 
 
@@ -211,8 +212,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "bench" and args.speed:
         from trainer.experiments.speed import SpeedSizes, speed_bench
 
-        sizes = SpeedSizes(sessions=args.sessions, turns=args.turns, repeats=args.repeats)
-        speed_bench(args.out, dict(item.split("=", 1) for item in args.model), sizes)
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        speed_sizes = SpeedSizes(sessions=args.sessions, turns=args.turns, repeats=args.repeats)
+        speed_bench(args.out, dict(item.split("=", 1) for item in args.model), speed_sizes)
         return 0
     if args.command == "bench":
         from trainer.experiments.bench import run_bench

@@ -12,7 +12,6 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.backends import HFBackend
 from trainer.backends.base import SamplingSettings
-
 from trainer.config import ObjectiveConfig, OptimConfig, TrainerConfig
 from trainer.experiments.bench import synthetic_batch
 from trainer.learner import Learner
@@ -23,10 +22,10 @@ from trainer.precision import cpu_bf16, cpu_bf16_flags, decide_cpu_bf16, model_d
 from trainer.sft import sft_train
 from trainer.workers.factory import make_generation_backend
 
-BF16_LOGP_MEAN = 2e-2
-"""Stated tolerance: mean |bf16 log-prob - fp32 log-prob| over response tokens."""
-BF16_LOGP_MAX = 2e-1
-"""Stated tolerance: largest |bf16 log-prob - fp32 log-prob| of a response token."""
+BF16_LOGP_MEAN = 3e-3
+"""Stated tolerance (tiny model; measured 7e-4 for the backend, 5e-4 for the learner): mean |bf16 - fp32| log-prob."""
+BF16_LOGP_MAX = 2e-2
+"""Stated tolerance (tiny model; measured 3.7e-3): largest |bf16 - fp32| log-prob of a response token."""
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +98,7 @@ def test_bf16_rollout_turns_the_recompute_on() -> None:
 def test_sft_under_cpu_autocast_learns_with_fp32_weights(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
 ) -> None:
-    examples = [(tokenizer.encode(t[:20]), tokenizer.encode(t[20:40]) + [tokenizer.eos_token_id]) for t in SEED_TEXTS]
+    examples = [(tokenizer.encode(t[:20]), [*tokenizer.encode(t[20:40]), tokenizer.eos_token_id]) for t in SEED_TEXTS]
     student = copy.deepcopy(model)
     result = sft_train(student, tokenizer, examples, steps=12, lr=3e-3, batch_tokens=512, cpu_bf16=True)
     assert result["last_loss"] < result["first_loss"]
@@ -109,8 +108,12 @@ def test_sft_under_cpu_autocast_learns_with_fp32_weights(
 def test_the_config_switch_reaches_the_backend(tiny_models: TinyModels) -> None:
     def build(**sections: object) -> HFBackend:
         config = TrainerConfig.model_validate(
-            {"models": {"student": str(tiny_models.student), "teacher": None}, "backend": {"device": "cpu"},
-             "objective": {"name": "grpo"}, **sections}
+            {
+                "models": {"student": str(tiny_models.student), "teacher": None},
+                "backend": {"device": "cpu"},
+                "objective": {"name": "grpo"},
+                **sections,
+            }
         )
         backend = make_generation_backend(config, str(tiny_models.student))
         assert isinstance(backend, HFBackend)

@@ -97,10 +97,18 @@ def batch_cache(entries: Sequence[KVEntry | None], lengths: Sequence[int]) -> tu
     return cache, mask.to(sample.layers[0][0].device)
 
 
+def _keys_values(layer: object) -> tuple[Tensor, Tensor]:
+    """A cache layer's (B, kv heads, T, head dim) keys and values (attention layers only)."""
+    keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+    if not isinstance(keys, Tensor) or not isinstance(values, Tensor):
+        raise TypeError(f"cannot keep a {type(layer).__name__} cache layer: set backend.kv_cache_mb to 0")
+    return keys, values
+
+
 def split_cache(cache: DynamicCache, mask: Tensor, rows: Sequence[Sequence[int]]) -> list[KVEntry]:
     """Per row i, the entry of `rows[i]`: the first len(rows[i]) positions the (B, T') `mask` marks as real
     (T' >= the cache length T; positions past T are ignored) of each layer of the batched `cache`."""
-    layers = [(layer.keys, layer.values) for layer in cache.layers]
+    layers = [_keys_values(layer) for layer in cache.layers]
     length = layers[0][0].shape[2]
     entries: list[KVEntry] = []
     for row, tokens in enumerate(rows):

@@ -30,11 +30,11 @@ class SpeedSizes:
 
     sessions: int = 16
     turns: int = 10
-    new_tokens: int = 16
+    new_tokens: int = 12
     """Tokens generated per turn (no EOS: every turn generates exactly this many)."""
     follow_up: int = 24
     """Tokens appended after each response (the environment's follow-up user turn)."""
-    prompt: int = 96
+    prompt: int = 64
     """First-turn prompt tokens."""
     learner_rows: int = 8
     learner_prompt: int = 96
@@ -63,9 +63,9 @@ def new_path(setting: str = "auto") -> PathSpec:
     return PathSpec(f"new: {'bf16' if bf16 else 'fp32'}, kept cache, shared prefixes", bf16, 1024, True)
 
 
-def _best(fn: Any, repeats: int) -> float:
-    """Median seconds of `repeats` calls of `fn` (after the first, a warm-up)."""
-    fn()
+def _best(fn: Any, repeats: int, warm_up: Any = None) -> float:
+    """Median seconds of `repeats` calls of `fn`, after one call of `warm_up` (default: `fn` itself)."""
+    (warm_up or fn)()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -89,35 +89,27 @@ def _chats(backend: Any, sizes: SpeedSizes, vocab: int) -> list[tuple[list[int],
     return rows
 
 
-def _measure(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[str, float]:
-    """Every measurement of one path (run in its own process)."""
+def _rollout_rates(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[str, float]:
+    """Generation tokens/s over the chats and teacher-scoring tokens/s of their turns."""
+    from trainer.backends.base import SamplingSettings
     from trainer.backends.hf import HFBackend
-    from trainer.config import ObjectiveConfig, OptimConfig
-    from trainer.experiments.bench import synthetic_batch
-    from trainer.learner import Learner
-    from trainer.models.loading import load_model, load_tokenizer
-    from trainer.sft import sft_train
+    from trainer.backends.kv_store import KVStore
+    from trainer.models.loading import load_model
 
-    torch.manual_seed(0)
-    tokenizer = load_tokenizer(model_dir)
     dtype = torch.bfloat16 if path.bf16 else torch.float32
     # no EOS: every chat turn generates exactly `new_tokens`, so both paths do the same work
     backend = HFBackend(load_model(model_dir, dtype=dtype), eos_token_ids=[], pad_token_id=0, batch_size=64)
     vocab = int(backend.model.config.vocab_size)
-    result: dict[str, float] = {}
+    rows: list[tuple[list[int], list[int]]] = []
 
-    def chats() -> list[tuple[list[int], list[int]]]:
-        backend.kv_store = None
-        if path.kv_cache_mb:
-            from trainer.backends.kv_store import KVStore
+    def chats() -> None:
+        backend.kv_store = KVStore(int(path.kv_cache_mb * 2**20)) if path.kv_cache_mb else None
+        rows[:] = _chats(backend, sizes, vocab)
 
-            backend.kv_store = KVStore(int(path.kv_cache_mb * 2**20))
-        return _chats(backend, sizes, vocab)
+    def warm_up() -> None:
+        backend.generate([[3] * sizes.prompt] * 2, SamplingSettings(max_new_tokens=2, seed=0))
 
-    rows = chats()
-    generated = sizes.sessions * sizes.turns * sizes.new_tokens
-    result["generation_tokens_per_s"] = generated / _best(chats, sizes.repeats)
-    scored = sum(len(r) for _, r in rows)
+    generation_s = _best(chats, sizes.repeats, warm_up)
 
     def score() -> None:
         if path.share_prefixes:
@@ -127,31 +119,58 @@ def _measure(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[str, flo
                 part = rows[turn * sizes.sessions : (turn + 1) * sizes.sessions]
                 backend.score([p for p, _ in part], [r for _, r in part])
 
-    result["scoring_tokens_per_s"] = scored / _best(score, sizes.repeats)
-    del backend
+    scoring_s = _best(score, sizes.repeats, lambda: backend.score([rows[0][0]], [rows[0][1]]))
+    return {
+        "generation_tokens_per_s": sizes.sessions * sizes.turns * sizes.new_tokens / generation_s,
+        "scoring_tokens_per_s": sum(len(r) for _, r in rows) / scoring_s,
+    }
+
+
+def _learner_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
+    """`Learner.step` tokens/s (GRPO; the new path recomputes logp_old, as a bf16 rollout makes it)."""
+    from trainer.config import ObjectiveConfig, OptimConfig
+    from trainer.experiments.bench import synthetic_batch
+    from trainer.learner import Learner
+    from trainer.models.loading import load_model
+
     model = load_model(model_dir)
     batch = synthetic_batch(
         model, rows=sizes.learner_rows, prompt=sizes.learner_prompt, response=sizes.learner_response
     )
     objective = ObjectiveConfig.model_validate({"name": "grpo", "reduction": "token-mean"})
-    learner = Learner(
-        model, objective, OptimConfig.model_validate({"lr": 1e-6}), recompute_logp_old=path.bf16, cpu_bf16=path.bf16
-    )
-    result["learner_tokens_per_s"] = float(batch.attention_mask.sum()) / _best(
-        lambda: learner.step(batch), sizes.repeats
-    )
-    del learner
+    optim = OptimConfig.model_validate({"lr": 1e-6})
+    learner = Learner(model, objective, optim, recompute_logp_old=path.bf16, cpu_bf16=path.bf16)
+    return float(batch.attention_mask.sum()) / _best(lambda: learner.step(batch), sizes.repeats)
+
+
+def _sft_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
+    """`sft_train` tokens/s on random 160 + 32-token examples (after one warm-up step)."""
+    from trainer.models.loading import load_model, load_tokenizer
+    from trainer.sft import sft_train
+
+    model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
     gen = torch.Generator().manual_seed(1)
+    vocab = int(model.config.vocab_size)
     examples = [
-        (torch.randint(3, vocab, (160,), generator=gen).tolist(), torch.randint(3, vocab, (32,), generator=gen).tolist())
+        (
+            torch.randint(3, vocab, (160,), generator=gen).tolist(),
+            torch.randint(3, vocab, (32,), generator=gen).tolist(),
+        )
         for _ in range(32)
     ]
-    sft_model = load_model(model_dir)
-    sft_train(sft_model, tokenizer, examples, steps=1, batch_tokens=sizes.sft_batch_tokens, cpu_bf16=path.bf16)
-    sft = sft_train(
-        sft_model, tokenizer, examples, steps=sizes.sft_steps, batch_tokens=sizes.sft_batch_tokens, cpu_bf16=path.bf16
-    )
-    result["sft_tokens_per_s"] = sft["tokens"] / sft["seconds"]
+    for steps in (1, sizes.sft_steps):  # the first call warms up
+        sft = sft_train(
+            model, tokenizer, examples, steps=steps, batch_tokens=sizes.sft_batch_tokens, cpu_bf16=path.bf16
+        )
+    return sft["tokens"] / sft["seconds"]
+
+
+def _measure(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[str, float]:
+    """Every measurement of one path (run in its own process), and its peak RSS."""
+    torch.manual_seed(0)
+    result = _rollout_rates(model_dir, path, sizes)
+    result["learner_tokens_per_s"] = _learner_rate(model_dir, path, sizes)
+    result["sft_tokens_per_s"] = _sft_rate(model_dir, path, sizes)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 
@@ -172,29 +191,32 @@ def measure_in_process(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dic
     return result
 
 
+def _linear_calls(m: int, k: int, n: int) -> dict[str, Any]:
+    """The calls `matmul_probe` times, on an (m, k) input and a (k -> n) weight."""
+    a32, w32 = torch.randn(m, k), torch.randn(n, k)
+    a16, w16 = a32.bfloat16(), w32.bfloat16()
+    linear = torch.nn.Linear(k, n, bias=False)
+    linear16 = copy.deepcopy(linear).bfloat16()
+
+    def autocast_linear() -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return linear(a32)
+
+    return {
+        "F.linear fp32": lambda: torch.nn.functional.linear(a32, w32),
+        "F.linear bf16": lambda: torch.nn.functional.linear(a16, w16),
+        "a @ b bf16": lambda: a16 @ w16.t(),
+        "nn.Linear bf16 weights": lambda: linear16(a16),
+        "nn.Linear fp32 under autocast": autocast_linear,
+    }
+
+
 def matmul_probe(rows: tuple[int, ...] = (16, 512, 2048), k: int = 576, n: int = 1536) -> list[dict[str, float]]:
     """GFLOP/s of the calls a model can make at SmolLM2's MLP shape (k -> n): which reaches the matrix units."""
     out = []
     for m in rows:
-        a32, w32 = torch.randn(m, k), torch.randn(n, k)
-        a16, w16 = a32.bfloat16(), w32.bfloat16()
-        linear = torch.nn.Linear(k, n, bias=False)
-        linear16 = copy.deepcopy(linear).bfloat16()
-
-        def autocast_linear() -> torch.Tensor:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                return linear(a32)
-
-        calls = {
-            "F.linear fp32": lambda: torch.nn.functional.linear(a32, w32),
-            "F.linear bf16": lambda: torch.nn.functional.linear(a16, w16),
-            "a @ b bf16": lambda: a16 @ w16.t(),
-            "nn.Linear bf16 weights": lambda: linear16(a16),
-            "nn.Linear fp32 under autocast": autocast_linear,
-        }
-        flops = 2 * m * k * n
         with torch.no_grad():
-            row = {name: flops / _best(fn, 5) / 1e9 for name, fn in calls.items()}
+            row = {name: 2 * m * k * n / _best(fn, 5) / 1e9 for name, fn in _linear_calls(m, k, n).items()}
         out.append({"rows": float(m), **row})
     return out
 
@@ -214,7 +236,7 @@ def logprob_differences(model_dir: str, sizes: SpeedSizes) -> dict[str, float]:
     prompts, responses = [p for p, _ in rows], [r for _, r in rows]
     ref = HFBackend(fp32, eos_token_ids=[], pad_token_id=0).score(prompts, responses)
     got = HFBackend(bf16, eos_token_ids=[], pad_token_id=0).score(prompts, responses)
-    backend_diff = (torch.tensor(sum(got, [])) - torch.tensor(sum(ref, []))).abs()
+    backend_diff = (torch.tensor([x for row in got for x in row]) - torch.tensor([x for row in ref for x in row])).abs()
     batch = synthetic_batch(fp32, rows=4, prompt=64, response=32)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         logp, _ = token_logprobs(fp32, batch.input_ids, batch.attention_mask)
@@ -289,8 +311,13 @@ def speed_markdown(result: dict[str, Any]) -> str:
                 f"| {name} | {label} | {row['old'][key]:.0f} | {row['new'][key]:.0f} | {row['ratio'][key]:.2f}x | "
                 + (f">= {goal:.0f}x |" if goal else "<= 4096 (quickstart) |" if key == "peak_rss_mb" else "|")
             )
-    lines += ["", "bf16 log-prob differences from fp32 (response tokens):", "",
-              "| model | hf backend bf16 mean | max | learner autocast mean | max |", "|---|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "bf16 log-prob differences from fp32 (response tokens):",
+        "",
+        "| model | hf backend bf16 mean | max | learner autocast mean | max |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, row in result["models"].items():
         d = row["logprob_diff"]
         lines.append(
@@ -299,8 +326,13 @@ def speed_markdown(result: dict[str, Any]) -> str:
         )
     probe = result["matmul_gflops"]
     names = [key for key in probe[0] if key != "rows"]
-    lines += ["", "Matmul probe at SmolLM2's MLP shape (576 -> 1536), GFLOP/s:", "",
-              "| rows | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
+    lines += [
+        "",
+        "Matmul probe at SmolLM2's MLP shape (576 -> 1536), GFLOP/s:",
+        "",
+        "| rows | " + " | ".join(names) + " |",
+        "|---:|" + "---:|" * len(names),
+    ]
     lines += [f"| {row['rows']:.0f} | " + " | ".join(f"{row[n]:.0f}" for n in names) + " |" for row in probe]
     return "\n".join(lines) + "\n"
 
