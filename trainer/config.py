@@ -79,6 +79,27 @@ class BackendConfig(_Section):
         description="vLLM tensor parallel size of each rollout engine (split mode: equal to placement.rollout_gpus; "
         "the engine's TP workers are its own processes on its bundle's GPUs).",
     )
+    kv_cache_mb: float = Field(
+        1024,
+        ge=0,
+        description="hf backend, `prompt.context: full`: most megabytes of keys and values kept between turns so "
+        "a session's next prompt (which extends the previous prompt and response) prefills only its new tokens; "
+        "least recently used entries are evicted past it (SmolLM2-135M: 46 KB a token in fp32, 23 KB in bf16). "
+        "0: off (every turn prefills its whole prompt).",
+    )
+
+
+class PrecisionConfig(_Section):
+    """Numeric precision of CPU work (docs/design/019-cpu-bf16-kv-cache.md); the CUDA path is unchanged."""
+
+    cpu_bf16: Literal["auto", "on", "off"] = Field(
+        "off",
+        description="bf16 on the CPU: the hf backend's generation and teacher scoring with bf16 weights, the learner "
+        "and SFT under bf16 autocast (fp32 master weights and AdamW state). `auto`: on when the CPU lists "
+        "amx_bf16 or avx512_bf16 (the reason is logged once). Default off: bf16 moves log-probs (SmolLM2-135M: "
+        "mean 0.05, max 0.29 from fp32) and `auto` would make results depend on the machine; SmolLM2 runs 1.3-16x "
+        "faster with it (docs/results/trainer-bench-speed.md), and the SmolLM2 quickstart sets `auto`.",
+    )
 
 
 class EnvConfig(_Section):
@@ -290,12 +311,16 @@ class OptimConfig(_Section):
     recompute_logp_old: bool | None = Field(
         None,
         description="Recompute logp_old with the learner before the update (verl's default). None: on when the "
-        "rollout backend is not the learner's own code (backend.kind vllm), off for hf (same model, same numbers).",
+        "rollout's numbers are not the learner's: backend.kind vllm, or hf with precision.cpu_bf16 in effect (bf16 "
+        "rollout weights, autocast learner); off for an fp32 hf rollout (same model, same numbers).",
     )
 
-    def recompute(self, backend_kind: str) -> bool:
-        """Whether to recompute logp_old for a rollout backend of kind `backend_kind`."""
-        return backend_kind != "hf" if self.recompute_logp_old is None else self.recompute_logp_old
+    def recompute(self, backend_kind: str, bf16_rollout: bool = False) -> bool:
+        """Whether to recompute logp_old for a rollout backend of kind `backend_kind` (`bf16_rollout`: an hf
+        rollout in CPU bf16, whose log-probs differ from the learner's)."""
+        if self.recompute_logp_old is not None:
+            return self.recompute_logp_old
+        return backend_kind != "hf" or bf16_rollout
 
 
 class RayConfig(_Section):
@@ -488,6 +513,7 @@ class TrainerConfig(_Section):
     resume: bool = Field(True, description="Continue from the newest checkpoint in output_dir when present.")
     models: ModelsConfig = Field(default_factory=ModelsConfig)  # type: ignore[arg-type]
     backend: BackendConfig = Field(default_factory=BackendConfig)  # type: ignore[arg-type]
+    precision: PrecisionConfig = Field(default_factory=PrecisionConfig)  # type: ignore[arg-type]
     env: EnvConfig = Field(default_factory=EnvConfig)  # type: ignore[arg-type]
     prompt: PromptConfig = Field(default_factory=PromptConfig)  # type: ignore[arg-type]
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)  # type: ignore[arg-type]

@@ -10,7 +10,8 @@ One `Learner.step(batch)`:
    the current parameters and adds its share of the loss (each token's weight in the reduction is
    computed once on the whole batch, so accumulation gives exactly the full-batch gradient even when
    a trajectory's turn rows fall into different micro-batches);
-3. grad-norm clip, AdamW step. bf16 autocast on CUDA only.
+3. grad-norm clip, AdamW step. bf16 autocast on CUDA, and on the CPU with `cpu_bf16` (fp32 master weights
+   and AdamW state either way; `trainer.precision`).
 
 Log-probs come from `LogprobModel` (chunked vocabulary projection, `optim.logprob_chunk_tokens`).
 With a process group of more than one rank (`trainer.learner_dist`), the model is sharded with FSDP2,
@@ -37,6 +38,7 @@ from trainer.objectives.batch import TokenBatch
 from trainer.objectives.loss import loss_weights, ppo_actor_loss, reduction_unit_ids
 from trainer.objectives.pbr import PBR_CONSTRAINTS, PBR_EVENT_PROB, PBR_LOSS, ConstraintBatch, PbrConfig, pbr_loss
 from trainer.objectives.registry import build_config, get_objective
+from trainer.precision import autocast
 
 STATE_FILE = "trainer_state.pt"
 
@@ -91,6 +93,7 @@ class Learner:
         recompute_logp_old: bool = False,
         pbr: PbrConfig | None = None,
         fsdp: bool = False,
+        cpu_bf16: bool = False,
     ) -> None:
         self.device = torch.device(device)
         self.rank, self.world_size = world()
@@ -115,6 +118,8 @@ class Learner:
             self.model.parameters(), lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay
         )
         self.recompute_logp_old = recompute_logp_old
+        self.cpu_bf16 = cpu_bf16
+        """Forward and backward under bf16 autocast on the CPU too (`precision.cpu_bf16`)."""
         self.global_step = 0
 
     def step(self, batch: TokenBatch) -> dict[str, float]:
@@ -158,7 +163,7 @@ class Learner:
         `actor/rollout_logp_abs_diff`, the mean |rollout log-prob - recomputed| over supervised tokens."""
         logp_old = torch.zeros_like(batch.logp_old)
         for rows, width, real in self._schedule(batch):
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+            with autocast(self.device, self.cpu_bf16):
                 logp, _ = self.scorer(batch.input_ids[rows, :width], batch.attention_mask[rows, :width])
             if real:
                 logp_old[rows, :width] = logp.to(logp_old.dtype)
@@ -177,7 +182,7 @@ class Learner:
         for rows, width, real in self._schedule(batch):
             ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
             mask = batch.loss_mask[rows, :width]
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+            with autocast(self.device, self.cpu_bf16):
                 logp, entropy = self.scorer(ids, attn)
             loss, loss_metrics = ppo_actor_loss(
                 logp,
@@ -221,7 +226,7 @@ class Learner:
         assert self.pbr is not None
         lm = self.scorer.lm
         used = torch.unique(part.rows)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+        with autocast(self.device, self.cpu_bf16):
             hidden = lm.model(input_ids=ids[used], attention_mask=attn[used].long()).last_hidden_state
             slots = hidden[torch.searchsorted(used, part.rows), part.positions - 1]
             dist = torch.log_softmax(lm.lm_head(slots).float(), dim=-1)

@@ -13,6 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.backends.base import SamplingSettings
 from trainer.backends.hf import HFBackend
+from trainer.precision import autocast
 
 Example = tuple[list[int], list[int]]
 """(prompt token ids, response token ids); the response usually ends with EOS."""
@@ -80,13 +81,15 @@ def sft_train(
     log_fn: Callable[[dict[str, float]], None] | None = None,
     log_every: int = 10,
     schedule: LrSchedule = "constant",
+    cpu_bf16: bool = False,
 ) -> dict[str, float]:
     """Train `model` in place for `steps` AdamW steps; returns {first_loss, last_loss, steps, tokens, seconds}.
 
     The loss is the mean cross-entropy over response tokens of a batch of about `batch_tokens` tokens;
     gradients are clipped to `max_grad_norm`. `log_fn` receives {step, loss, grad_norm, lr} every `log_every`
     steps. `schedule`: `constant` (`lr` throughout) or `cosine` (linear warm-up over the first
-    `WARMUP_SHARE` of the steps, then cosine decay to `FINAL_LR_SHARE` x `lr`).
+    `WARMUP_SHARE` of the steps, then cosine decay to `FINAL_LR_SHARE` x `lr`). `cpu_bf16`: forward and backward
+    under bf16 autocast on the CPU (fp32 weights and AdamW state; `precision.cpu_bf16`).
     """
     if not examples:
         raise ValueError("sft_train needs at least one example")
@@ -106,7 +109,8 @@ def sft_train(
         if not pending:
             pending = _token_budget_batches(examples, batch_tokens, rng)
         ids, mask, labels = (t.to(device) for t in _collate(pending.pop(), tokenizer.pad_token_id))
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        with autocast(device, cpu_bf16):
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)

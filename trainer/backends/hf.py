@@ -3,6 +3,10 @@
 Generation is a plain sampling loop over the KV cache (not `generate()`), so the returned log-probs
 are the untempered log-softmax of the very logits the token was drawn from; `score()` recomputes
 the same quantity teacher-forced, and the two agree to float precision.
+
+With `kv_cache_mb`, the keys and values of each generated row are kept (`KVStore`) and a later prompt that
+extends one (a full-context chat's next turn) prefills only its new tokens. `score()` runs one forward per
+longest row of a prefix chain and reads every contained row's log-probs from it (docs/design/019).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.backends.base import FinishReason, Generation, SamplingSettings
+from trainer.backends.kv_store import KVEntry, KVStore, batch_cache, split_cache
 from trainer.backends.sampling import sample_next
 from trainer.models.loading import load_model, load_tokenizer
 
@@ -32,6 +37,26 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -
             mask[i, width - len(row) :] = 1
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     return ids.to(device), mask.to(device), positions.to(device)
+
+
+SCORE_CHUNK = 1024
+"""Positions projected to the vocabulary at a time in `score()` (fp32 log-softmax temporaries: chunk x vocab)."""
+
+
+def prefix_leaves(rows: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """(leaves, leaf_of): `leaves` are the indices of rows contained in no longer row as a prefix, longest first;
+    `leaf_of[i]` is the position in `leaves` of the leaf row i is read from (a leaf: its own)."""
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+    leaves: list[int] = []
+    leaf_of = [0] * len(rows)
+    for i in order:
+        row = list(rows[i])
+        found = next((k for k, leaf in enumerate(leaves) if list(rows[leaf][: len(row)]) == row), None)
+        if found is None:
+            found = len(leaves)
+            leaves.append(i)
+        leaf_of[i] = found
+    return leaves, leaf_of
 
 
 class _StopMatcher:
@@ -80,12 +105,15 @@ class HFBackend:
         tokenizer: PreTrainedTokenizerBase | None = None,
         stop: Sequence[str] = (),
         batch_size: int = 64,
+        kv_cache_mb: float = 0,
     ) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.pad_token_id = pad_token_id
         self.batch_size = batch_size
         self._stop = _StopMatcher(set(eos_token_ids), stop, tokenizer)
+        self.kv_store = KVStore(int(kv_cache_mb * 1024 * 1024)) if kv_cache_mb > 0 else None
+        """Keys and values kept between `generate` calls (None: off)."""
         self.memory_events: deque[str] = deque(maxlen=64)
         """The latest sleep / wake / weight-load calls, in order (the colocated schedule, docs/gpu.md)."""
 
@@ -98,8 +126,10 @@ class HFBackend:
         dtype: torch.dtype = torch.float32,
         stop: Sequence[str] = (),
         batch_size: int = 64,
+        kv_cache_mb: float = 0,
     ) -> HFBackend:
-        """Load the model and tokenizer from a local HF folder."""
+        """Load the model (in `dtype`: bf16 on the CPU when `precision.cpu_bf16` says so) and tokenizer from a
+        local HF folder."""
         tokenizer = load_tokenizer(path)
         model = load_model(path, dtype=dtype, device=device)
         eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
@@ -110,6 +140,7 @@ class HFBackend:
             tokenizer=tokenizer,
             stop=stop,
             batch_size=batch_size,
+            kv_cache_mb=kv_cache_mb,
         )
 
     @torch.inference_mode()
@@ -128,14 +159,13 @@ class HFBackend:
         self, prompts: list[list[int]], sampling: SamplingSettings, generator: torch.Generator
     ) -> list[Generation]:
         top_logprobs = sampling.top_logprobs
-        ids, mask, positions = left_pad(prompts, self.pad_token_id, self.device)
+        kept, cache, ids, mask, positions = self._prefill_inputs(prompts)
         n = len(prompts)
         tokens: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
         tops: list[list[list[tuple[int, float]]]] = [[] for _ in range(n)]
         reasons: list[FinishReason] = ["length"] * n
         active = list(range(n))
-        cache = DynamicCache()
         step_ids, step_positions = ids, positions
         for _ in range(sampling.max_new_tokens):
             out = self.model(
@@ -174,41 +204,99 @@ class HFBackend:
             step_ids = chosen[:, None]
             step_positions = step_positions[:, -1:] + 1
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
+        if self.kv_store is not None:
+            self._keep(kept, cache, mask, [list(p) + t[:-1] for p, t in zip(prompts, tokens, strict=True)])
         return [Generation(tokens[i], logprobs[i], tops[i] if top_logprobs else None, reasons[i]) for i in range(n)]
+
+    def _prefill_inputs(
+        self, prompts: list[list[int]]
+    ) -> tuple[list[KVEntry | None], DynamicCache, Tensor, Tensor, Tensor]:
+        """The kept entries each prompt extends, the batched cache built from them, and the (B, L) ids,
+        attention mask (cache positions first) and positions of the prompt tokens still to compute."""
+        kept: list[KVEntry | None] = [None] * len(prompts)
+        if self.kv_store is not None:
+            kept = [self.kv_store.find(prompt) for prompt in prompts]
+        lengths = [len(entry.tokens) if entry is not None else 0 for entry in kept]
+        if not any(lengths):
+            ids, mask, positions = left_pad(prompts, self.pad_token_id, self.device)
+            return kept, DynamicCache(), ids, mask, positions
+        assert self.kv_store is not None
+        self.kv_store.hits += sum(1 for length in lengths if length)
+        self.kv_store.reused_tokens += sum(lengths)
+        cache, cache_mask = batch_cache(kept, lengths)
+        rest = [prompt[length:] for prompt, length in zip(prompts, lengths, strict=True)]
+        ids, mask, positions = left_pad(rest, self.pad_token_id, self.device)
+        positions = positions + torch.tensor(lengths, device=self.device)[:, None]
+        return kept, cache, ids, torch.cat([cache_mask.to(self.device), mask], dim=-1), positions
+
+    def _keep(self, used: list[KVEntry | None], cache: DynamicCache, mask: Tensor, rows: list[list[int]]) -> None:
+        """Store each row's keys and values (prompt + response but its last token, never fed); the entries
+        the prompts extended are dropped (the new ones contain them)."""
+        assert self.kv_store is not None
+        for entry in used:
+            if entry is not None:
+                self.kv_store.drop(entry.tokens)
+        for entry in split_cache(cache, mask, rows):
+            self.kv_store.put(entry)
 
     @torch.inference_mode()
     def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
-        """Teacher-forced log-probs of each response token, `batch_size` rows at a time."""
+        """Teacher-forced log-probs of each response token. A row contained in a longer row (a full-context
+        chat's earlier turn) is read from the longer row's forward; `batch_size` such longest rows at a time."""
         if len(prompts) != len(responses):
             raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
         if any(not prompt for prompt in prompts):
             raise ValueError("every prompt needs at least one token")
-        scores: list[list[float]] = []
-        for start in range(0, len(prompts), self.batch_size):
-            end = start + self.batch_size
-            scores += self._score_batch(prompts[start:end], responses[start:end])
+        rows = [list(p) + list(r) for p, r in zip(prompts, responses, strict=True)]
+        leaves, leaf_of = prefix_leaves(rows)
+        scores: list[list[float]] = [[] for _ in rows]
+        for start in range(0, len(leaves), self.batch_size):
+            stop = min(start + self.batch_size, len(leaves))
+            # (row, its leaf's index in this batch, prompt length, response length)
+            spans = [
+                (i, leaf_of[i] - start, len(prompts[i]), len(responses[i]))
+                for i in range(len(rows))
+                if start <= leaf_of[i] < stop and responses[i]
+            ]
+            if spans:
+                logps = self._score_spans([rows[leaf] for leaf in leaves[start:stop]], spans)
+                for (i, *_), logp in zip(spans, logps, strict=True):
+                    scores[i] = logp
         return scores
 
-    def _score_batch(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
-        rows = [list(p) + list(r) for p, r in zip(prompts, responses, strict=True)]
-        ids, mask, positions = left_pad(rows, self.pad_token_id, self.device)
-        longest = max(len(r) for r in responses)
-        if longest == 0:
-            return [[] for _ in responses]
-        # Left padding aligns every row's end, so the last `longest + 1` logits cover all responses.
-        logits = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=longest + 1
-        ).logits.float()
-        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, -longest:, None]).squeeze(-1)
-        return [logp[i, longest - len(r) :].tolist() for i, r in enumerate(responses)]
+    def _score_spans(self, leaf_rows: list[list[int]], spans: list[tuple[int, int, int, int]]) -> list[list[float]]:
+        """One forward over `leaf_rows`; per (row, leaf, prompt length, response length) span, the log-probs of
+        the response tokens at their positions in the leaf (vocabulary projection only there, chunked)."""
+        ids, mask, positions = left_pad(leaf_rows, self.pad_token_id, self.device)
+        hidden = self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
+        width = ids.shape[1]
+        leaf_index = torch.cat([torch.full((count,), leaf, dtype=torch.long) for _, leaf, _, count in spans])
+        place = torch.cat(
+            [torch.arange(count) + width - len(leaf_rows[leaf]) + prompt for _, leaf, prompt, count in spans]
+        )
+        leaf_index, place = leaf_index.to(self.device), place.to(self.device)
+        targets, states = ids[leaf_index, place], hidden[leaf_index, place - 1]
+        head = self.model.get_output_embeddings()
+        logp = torch.cat(
+            [
+                torch.log_softmax(head(chunk).float(), dim=-1).gather(-1, target[:, None]).squeeze(-1)
+                for chunk, target in zip(states.split(SCORE_CHUNK), targets.split(SCORE_CHUNK), strict=True)
+            ]
+        )
+        return [part.tolist() for part in logp.split([count for *_, count in spans])]
 
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
-        """Copy the learner's weights in (strict: names and shapes must match)."""
+        """Copy the learner's weights in (strict: names and shapes must match; cast to this model's dtype);
+        the kept keys and values belong to the old weights and are dropped."""
         self.model.load_state_dict(dict(state_dict), strict=True)
+        if self.kv_store is not None:
+            self.kv_store.clear()
         self.memory_events.append("load_weights")
 
     def sleep(self, level: int) -> None:
-        """Nothing to free (no KV cache kept between calls); recorded in `memory_events`."""
+        """Drop the kept keys and values; recorded in `memory_events`."""
+        if self.kv_store is not None:
+            self.kv_store.clear()
         self.memory_events.append(f"sleep:{level}")
 
     def wake_up(self, tags: list[str] | None = None) -> None:

@@ -104,6 +104,7 @@ def sft_from_expert(
     receives the SFT log records ({step, loss, grad_norm, lr}, every `log_every` steps).
     """
     from trainer.models.loading import load_model, load_tokenizer
+    from trainer.precision import cpu_bf16
     from trainer.sft import evaluate_exact_match, sft_train
 
     out = Path(out_dir)
@@ -129,6 +130,7 @@ def sft_from_expert(
         schedule=schedule,
         log_fn=on_step,
         log_every=log_every,
+        cpu_bf16=cpu_bf16(config.precision.cpu_bf16, "cpu"),
     )
     result.update(exact_match_before=before, exact_match_after=evaluate_exact_match(model, tokenizer, held_out))
     out.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from envhub.client import Sessions
 from envhub.client.formats import action_format
 from trainer.backends.base import GenerationBackend
 from trainer.config import TrainerConfig
+from trainer.precision import model_dtype
 from trainer.prompts import PromptRenderer
 from trainer.rollout import RolloutSettings
 
@@ -51,7 +52,8 @@ def teacher_parallel_size(config: TrainerConfig) -> int:
 
 def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBackend:
     """The student's generation backend named by `backend.kind`; a response ends once its action is closed (the
-    environment's action format's stop strings: saves tokens, the parser needs nothing after them)."""
+    environment's action format's stop strings: saves tokens, the parser needs nothing after them). hf: in bf16
+    where `precision.cpu_bf16` says so, keeping keys and values across turns in `full` context mode."""
     from trainer.backends import make_backend
 
     stop = action_format(config.env.name).stop
@@ -67,7 +69,15 @@ def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBacke
             tensor_parallel_size=config.backend.tensor_parallel_size,
             bucket_bytes=bucket_bytes(config),
         )
-    return make_backend("hf", path, device=resolve_device(config.backend.device), stop=stop)
+    device = resolve_device(config.backend.device)
+    return make_backend(
+        "hf",
+        path,
+        device=device,
+        dtype=model_dtype(config.precision.cpu_bf16, device),
+        stop=stop,
+        kv_cache_mb=config.backend.kv_cache_mb if config.prompt.context == "full" else 0,
+    )
 
 
 def make_env_port(config: TrainerConfig, target: str) -> Sessions:

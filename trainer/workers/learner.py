@@ -14,6 +14,7 @@ from trainer.config import TrainerConfig
 from trainer.learner import STATE_FILE, Learner, sharded_checkpoint
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.pbr import PbrConfig
+from trainer.precision import cpu_bf16
 from trainer.workers.factory import resolve_device
 
 
@@ -67,10 +68,17 @@ class LearnerWorker:
         # A sharded checkpoint holds no HF weights: build the student, then each rank reads its shards.
         start = resume_from if resume_from and not sharded_checkpoint(resume_from) else config.models.student
         model = load_model(start, device=device)
-        recompute = config.optim.recompute(config.backend.kind)
+        bf16 = cpu_bf16(config.precision.cpu_bf16, device)
+        recompute = config.optim.recompute(config.backend.kind, bf16_rollout=bf16)
         pbr = PbrConfig(config.pbr.weight, config.pbr.cap, config.pbr.cap_on) if config.pbr.rules else None
         self.learner = Learner(
-            model, config.objective, config.optim, device=device, recompute_logp_old=recompute, pbr=pbr
+            model,
+            config.objective,
+            config.optim,
+            device=device,
+            recompute_logp_old=recompute,
+            pbr=pbr,
+            cpu_bf16=bf16,
         )
         if resume_from:
             self.learner.load(resume_from)

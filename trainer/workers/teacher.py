@@ -5,6 +5,7 @@ from __future__ import annotations
 from trainer.backends.hf import HFBackend
 from trainer.backends.vllm import VLLMBackend
 from trainer.config import TrainerConfig
+from trainer.precision import model_dtype
 from trainer.rollout import Trajectory
 from trainer.workers.factory import resolve_device, sleeps, teacher_parallel_size, vllm_engine_kwargs
 
@@ -28,9 +29,9 @@ class TeacherWorker:
                 tensor_parallel_size=teacher_parallel_size(config),
             )
         else:
-            self.backend = HFBackend.from_pretrained(
-                config.models.teacher, device=resolve_device(config.backend.device)
-            )
+            device = resolve_device(config.backend.device)
+            dtype = model_dtype(config.precision.cpu_bf16, device)
+            self.backend = HFBackend.from_pretrained(config.models.teacher, device=device, dtype=dtype)
 
     def ready(self) -> bool:
         """Answers once the worker (and its engine) is built."""

@@ -188,3 +188,28 @@ def test_full_context_continues_one_chat_and_reports_each_turn(port: Sessions, t
     last = tok.decode(turns[-1].prompt_ids)
     assert last.count("You are Qwen, created by Alibaba Cloud") == 1 and last.count("<|im_start|>user\n") == 3
     assert last.endswith("<|im_start|>assistant\n") and "<|im_end|>\n<|im_start|>user\nObservation: " in last
+
+
+@pytest.mark.slow  # ~35 s at load 10 (two rollouts)
+def test_full_context_rollout_with_the_kept_cache_equals_fresh_prefills(
+    port: Sessions, tiny_models: TinyModels
+) -> None:
+    """A real full-context rollout (each turn's prompt extends the last): the hf backend's kept KV cache is used
+    and the trajectories are the ones every-turn prefills give, token for token (fp32, seeded sampling)."""
+    tok = load_tokenizer(tiny_models.student)
+    renderer = PromptRenderer("alfworld", style="compact", context="full")
+    runs = []
+    for kv_cache_mb in (64, 0):
+        backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS, kv_cache_mb=kv_cache_mb)
+        rollout = GroupRollout(port, backend, tok, renderer, RolloutSettings(group_size=2, max_turns=3))
+        try:
+            trajs, _ = rollout.run([("train/00004", 0), ("train/00005", 0)], SamplingSettings(max_new_tokens=6, seed=3))
+        finally:
+            rollout.close()
+        runs.append((backend, trajs))
+    (cached, got), (_, want) = runs
+    assert cached.kv_store is not None and cached.kv_store.hits >= 4  # turns 2 and 3 of at least 2 sessions
+    for a, b in zip(got, want, strict=True):
+        assert [(t.prompt_ids, t.response_ids) for t in a.turns] == [(t.prompt_ids, t.response_ids) for t in b.turns]
+        for ta, tb in zip(a.turns, b.turns, strict=True):
+            assert max(abs(x - y) for x, y in zip(ta.logp_old, tb.logp_old, strict=True)) < 1e-5

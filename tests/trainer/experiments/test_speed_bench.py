@@ -1,0 +1,47 @@
+"""`trainer bench --speed` pieces on the tiny model: both paths measure every rate, the page shows the ratios."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainer.experiments.speed import OLD, PathSpec, SpeedSizes, _measure, matmul_probe, speed_markdown
+from trainer.models.tiny import TinyModels
+
+SMALL = SpeedSizes(
+    sessions=2,
+    turns=2,
+    new_tokens=3,
+    follow_up=4,
+    prompt=8,
+    learner_rows=2,
+    learner_prompt=8,
+    learner_response=4,
+    sft_steps=1,
+    sft_batch_tokens=256,
+)
+
+
+@pytest.mark.slow  # ~25 s under load: two learners, two SFT runs
+def test_both_paths_measure_every_rate_and_the_page_shows_their_ratio(tiny_models: TinyModels) -> None:
+    new = PathSpec("new", bf16=True, kv_cache_mb=16, share_prefixes=True)
+    old, fresh = _measure(str(tiny_models.student), OLD, SMALL), _measure(str(tiny_models.student), new, SMALL)
+    assert set(old) == set(fresh) and all(value > 0 for value in [*old.values(), *fresh.values()])
+    ratio = {key: fresh[key] / old[key] for key in old}
+    diff = {
+        "backend_bf16_mean": 0.1,
+        "backend_bf16_max": 0.2,
+        "learner_autocast_mean": 0.3,
+        "learner_autocast_max": 0.4,
+    }
+    result = {
+        "threads": 1,
+        "cpu_bf16_flags": [],
+        "sizes": SMALL.__dict__,
+        "paths": {"old": OLD.name, "new": new.name},
+        "matmul_gflops": matmul_probe(rows=(4,)),
+        "models": {"tiny": {"old": old, "new": fresh, "ratio": ratio, "logprob_diff": diff}},
+    }
+    page = speed_markdown(result)
+    assert f"| tiny | teacher scoring tokens/s | {old['scoring_tokens_per_s']:.0f} |" in page
+    assert f"{ratio['generation_tokens_per_s']:.2f}x | >= 4x |" in page
+    assert "| tiny | 0.1000 | 0.2000 | 0.3000 | 0.4000 |" in page
