@@ -394,7 +394,7 @@ def restore_many(
     A pool places each as `restore` would and sends one batch per replica, in parallel. Every restore
     runs; then the first failure's `EnvhubError` is raised, or with `return_errors` each failure takes
     its result's place. Not retried (it creates sessions). The batch travels as one message: keep its
-    snapshots under the 16 MiB message cap (a failover transport sends `RESTORE_BATCH_BYTES` at a time).
+    snapshots under the 16 MiB message cap (a failover transport sends `recovery.BATCH_RESTORES` at a time).
     """
     return restore_batch(
         [restore(s, admissible=admissible, timeout=timeout) for s in snapshots], return_errors, timeout

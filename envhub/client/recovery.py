@@ -37,10 +37,11 @@ R = TypeVar("R")
 CONCURRENCY = 32
 """Calls in flight at once while moving a replica's sessions (restore batches, fresh snapshots)."""
 BATCH_BYTES = 4 * 1024 * 1024
-"""Most snapshot bytes one RestoreSnapshotBatch of a move carries: a quarter of the 16 MiB message cap
-(512 ALFWorld snapshots of a few KB travel in one call)."""
-MAX_BATCH = 4096
-"""Most restores one RestoreSnapshotBatch carries (the server's cap)."""
+"""Most snapshot bytes one RestoreSnapshotBatch of a move carries: a quarter of the 16 MiB message cap."""
+BATCH_RESTORES = 16
+"""Most restores one RestoreSnapshotBatch of a move carries, `concurrency` batches in flight: one batch of
+all 256 of a killed replica's sessions restored 1.8x slower mid-turn (cold) than 32 single calls in flight,
+batches of 16 1.1x (docs/design/021-batched-restore-and-liveness.md)."""
 
 
 @dataclass
@@ -92,11 +93,11 @@ def each(concurrency: int, work: Callable[[T], R], items: Sequence[T]) -> list[R
 
 def _batches(snapshots: Sequence[types.Snapshot], batch_bytes: int) -> list[list[int]]:
     """Positions of `snapshots` in consecutive batches of at most `batch_bytes` of snapshot data (a
-    bigger snapshot alone) and `MAX_BATCH` restores."""
+    bigger snapshot alone) and `BATCH_RESTORES` restores."""
     batches: list[list[int]] = []
     size = 0
     for position, snapshot in enumerate(snapshots):
-        if not batches or size + len(snapshot.data) > batch_bytes or len(batches[-1]) >= MAX_BATCH:
+        if not batches or size + len(snapshot.data) > batch_bytes or len(batches[-1]) >= BATCH_RESTORES:
             batches.append([])
             size = 0
         batches[-1].append(position)
