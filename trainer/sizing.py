@@ -12,6 +12,11 @@ Rules (bytes):
   (tokens x (4 hidden + q/k/v/o widths + 3 intermediate) x 2 B); log-probs computed in chunks of
   `logit_chunk` tokens: chunk x vocab x 4 B x 2 (fp32 logits and log-softmax). The unchunked
   figure (the whole micro-batch at once) is printed beside it.
+* the learner update's peak (`learner_peak_gib`, what gpu-check prints beside the measured peak): the larger
+  of the backward (states + activations + the FSDP2 root's unsharded bf16 parameters, 2 B x the
+  embeddings, untied head and final norm, which FSDP2 keeps from the forward to the end of the backward)
+  and the optimizer step (states + AdamW's fp32 temporary: torch's foreach AdamW takes the square root of
+  every second moment at once, 4P/n).
 * vLLM engine: bf16 weights 2P / tensor-parallel size, a fixed 3 GiB for CUDA graphs, activations
   and the sampler, and the KV cache: 2 (K and V) x layers x kv_heads x head_dim x 2 B per token.
 * a plan fills at most HEADROOM (90%) of a GPU.
@@ -134,6 +139,32 @@ class Workload:
 def learner_states_gib(model: ModelShape, ranks: int) -> float:
     """fp32 master params + fp32 grads + AdamW moments, sharded over `ranks`."""
     return 16 * model.params / ranks / GIB
+
+
+def root_params(model: ModelShape) -> int:
+    """Parameters FSDP2's root unit holds (outside the decoder layers): embeddings, an untied LM head, the final
+    norm."""
+    return model.vocab * model.hidden * (1 if model.tied_embeddings else 2) + model.hidden
+
+
+ADAMW_TEMP_BYTES = 4
+"""Bytes per parameter of foreach AdamW's temporary (`torch._foreach_sqrt` of every fp32 second moment)."""
+
+
+def learner_peak_parts_gib(model: ModelShape, ranks: int, work: Workload) -> dict[str, float]:
+    """The update's two candidate peaks per rank: `backward` (states + activations + the root's unsharded bf16
+    copy) and `optimizer` (states + AdamW's fp32 temporary)."""
+    states = learner_states_gib(model, ranks)
+    root_copy = 2 * root_params(model) / GIB
+    return {
+        "backward": states + activations_gib(model, work) + root_copy,
+        "optimizer": states + ADAMW_TEMP_BYTES * model.params / ranks / GIB,
+    }
+
+
+def learner_peak_gib(model: ModelShape, ranks: int, work: Workload) -> float:
+    """The most memory a learner rank allocates during an update (the larger of `learner_peak_parts_gib`)."""
+    return max(learner_peak_parts_gib(model, ranks, work).values())
 
 
 def activations_gib(model: ModelShape, work: Workload, *, chunked: bool = True) -> float:

@@ -1,14 +1,20 @@
 """What every gpu-check stage shares: its result file, random models of a given shape, a synthetic batch,
 the one-rank process group, and the GPU limits throughput is compared with.
 
-A stage is a module run as its own process (`python -m trainer.gpucheck.<stage> --device D --out DIR`);
-it records named checks (pass/fail with the numbers behind them) and metrics, and writes
-`DIR/<stage>.json` even when it raises (the traceback's last line becomes a failed check).
+A stage is a module run as its own process (`python -m trainer.gpucheck.<stage> --device D --out DIR
+[--until T | --limit-s S]`) in a folder of its own that the orchestrator empties before each run (so
+nothing a previous run left is counted); it records named checks (pass/fail with the numbers behind them)
+and metrics, and writes `DIR/record.json` (atomically; a stage may write it as it goes) even when it raises
+(the traceback is in its log, its last line becomes a failed check). `T` is when the orchestrator ends it
+(seconds since the epoch, so the stage's own start-up counts; `--limit-s S`: S seconds from now, for a
+stage run by hand): what the stage waits for itself (the IPC receiver, the throughput parts) is sized to
+end before it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import time
@@ -20,7 +26,7 @@ from typing import Any
 
 import torch
 
-from trainer.gpucheck.summary import write_record
+from trainer.gpucheck.summary import make_record, write_json
 from trainer.objectives.batch import TokenBatch
 from trainer.sizing import ModelShape
 
@@ -28,6 +34,11 @@ BF16_PEAK_FLOPS = 790e12
 """bf16 dense matmul measured on the lent H200 (GPU-FACTS section 8): the compute limit."""
 MEMORY_BANDWIDTH = 4.3e12
 """Device memory copy measured there, bytes/s read plus written (GPU-FACTS section 8): the bandwidth limit."""
+RECORD = "record.json"
+"""A stage's record in its folder."""
+INJECT = "GPUCHECK_INJECT"
+"""Test hook: a comma-separated list of points (`<stage>`, `<size>/<part>`) where a stage raises on purpose,
+so the CPU tests can show that a failure in one place keeps the figures of the others."""
 TINY = ModelShape("tiny", hidden=128, layers=2, heads=4, kv_heads=2, head_dim=32, intermediate=256, vocab=1024,
                   tied_embeddings=True)  # fmt: skip
 """The shape of the correctness stages' random models (and of throughput on CPU)."""
@@ -52,6 +63,13 @@ class Stage:
     checks: list[Check] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     skipped: str = ""
+    until: float | None = None
+    """When (`time.time()`) the orchestrator ends this stage; None: no limit."""
+    started: float = field(default_factory=time.monotonic)
+
+    def time_left(self) -> float:
+        """Seconds until the orchestrator ends this stage (infinite without a limit)."""
+        return float("inf") if self.until is None else self.until - time.time()
 
     def check(self, name: str, ok: bool, detail: str) -> bool:
         """Record one check; returns `ok`."""
@@ -72,29 +90,45 @@ class Stage:
             return "skip"
         return "pass" if self.checks and all(c.ok for c in self.checks) else "fail"
 
-    def write(self, seconds: float) -> Path:
-        """Write `<out>/<name>.json`."""
+    def write(self) -> Path:
+        """Write `<out>/record.json` as things stand (atomically: a stage killed later keeps what it wrote)."""
         checks = [asdict(c) for c in self.checks]
-        return write_record(self.out, self.name, self.device, self.status, seconds=seconds, skipped=self.skipped,
-                            checks=checks, metrics=self.metrics)  # fmt: skip
+        record = make_record(self.name, self.device, self.status, seconds=time.monotonic() - self.started,
+                             skipped=self.skipped, checks=checks, metrics=self.metrics)  # fmt: skip
+        return write_json(self.out / RECORD, record)
+
+
+def injected(point: str) -> bool:
+    """Whether the `GPUCHECK_INJECT` test hook names `point`."""
+    return point in {p.strip() for p in os.environ.get(INJECT, "").split(",") if p.strip()}
+
+
+def inject(point: str) -> None:
+    """Raise here when the test hook names `point`."""
+    if injected(point):
+        raise RuntimeError(f"failure injected at {point} ({INJECT})")
 
 
 def stage_main(name: str, run: Callable[[Stage], None], argv: Sequence[str] | None = None) -> int:
-    """Parse `--device/--out`, run the stage, write its record whatever happens; exit 0 unless it failed."""
+    """Parse `--device/--out/--until/--limit-s`, run the stage, write its record whatever happens; exit 0 unless
+    it failed."""
     parser = argparse.ArgumentParser(prog=f"python -m trainer.gpucheck.{name}")
     parser.add_argument("--device", choices=["cuda", "cpu"], required=True)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True, help="this stage's own folder (its record.json)")
+    parser.add_argument("--until", type=float, help="when the orchestrator ends this stage (seconds since the epoch)")
+    parser.add_argument("--limit-s", type=float, help="or: this many seconds from now")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    stage = Stage(name, args.device, args.out)
-    start = time.perf_counter()
+    until = args.until if args.until is not None else time.time() + args.limit_s if args.limit_s else None
+    stage = Stage(name, args.device, args.out.resolve(), until=until)
     try:
+        inject(name)
         run(stage)
     except Exception as exc:  # the record says what broke; the orchestrator goes on with the next stage
         traceback.print_exc()
         stage.check("raised", False, f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
     finally:
-        stage.write(time.perf_counter() - start)
+        stage.write()
     return 1 if stage.status == "fail" else 0
 
 

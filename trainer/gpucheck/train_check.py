@@ -1,7 +1,8 @@
 """gpu-check stage `train`: a real ATOD run of a few steps with the hf backend on the device, in one process
 (Ray off: the image has no Ray), against a local envhub ALFWorld server this stage starts: rollouts over
 gRPC, teacher scores, learner updates (gradient checkpointing, chunked log-probs), weight pushes, metrics
-and a final checkpoint whose weights differ from the initial student's.
+and a final checkpoint whose weights differ from the initial student's. The run's output folder is made
+afresh (the orchestrator empties the stage's folder too): metrics a previous run left are never counted.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 
 import torch
 
@@ -27,10 +29,12 @@ def run(stage: Stage) -> None:
 
     models = make_tiny_models(stage.out / "train-models", SEED_TEXTS, student=TinySpec(64, 2), teacher=TinySpec(128, 2))
     steps = STEPS[stage.device]
+    output_dir = stage.out / "train"
+    shutil.rmtree(output_dir, ignore_errors=True)
     config = config_from_dict(
         {
             "steps": steps,
-            "output_dir": str(stage.out / "train"),
+            "output_dir": str(output_dir),
             "checkpoint_every": 0,
             "resume": False,
             "models": {"student": str(models.student), "teacher": str(models.teacher)},
@@ -45,7 +49,8 @@ def run(stage: Stage) -> None:
     )  # fmt: skip
     result = train(config, progress=False)
     records = [json.loads(line) for line in (result.output_dir / "metrics.jsonl").read_text().splitlines()]
-    stage.check("steps logged", [r["step"] for r in records] == list(range(1, steps + 1)), f"{len(records)} of {steps}")
+    logged = [r["step"] for r in records]
+    stage.check("steps logged", logged == list(range(1, steps + 1)), f"steps {logged}, want 1..{steps}")
     losses = [r.get("actor/pg_loss") for r in records]
     stage.check("finite losses", all(v is not None and math.isfinite(v) for v in losses), f"pg_loss {losses}")
     scored = [r.get("teacher/tokens_scored", 0) for r in records]

@@ -10,7 +10,9 @@ them or has them too old. Standard library only: this module runs before anythin
 
 `plan` decides, from the versions the image reports, what to bring and why; `install` puts the chosen
 wheels in a folder with `pip install --no-index --no-deps --target` (the folder then goes first on
-PYTHONPATH).
+PYTHONPATH): one pip call per group of wheels that the same stages need (`Need.stages`), and when a group's
+call fails, one call per wheel of that group, so a wheel that does not install costs only the stages that
+import it (`blocked_stages`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import argparse
 import re
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -45,7 +48,17 @@ class Need:
     (pydantic-core pinned by the pydantic we bring; protobuf's generated code beside the protobuf we bring)."""
     build: bool = False
     """No binary wheel exists on PyPI: `pip wheel` builds it here from the sdist (a py3-none-any wheel)."""
+    stages: tuple[str, ...] | None = None
+    """The gpu-check stages that import it; None: every stage."""
 
+
+PYDANTIC = ("throughput", "learner", "fsdp", "ipc", "train")
+"""The stages that import `trainer.config` (all but hf)."""
+GRPC = ("throughput", "fsdp", "ipc", "hf", "train")
+"""The stages that import envhub's gRPC client (`trainer.workers` for the process group, `envhub.client.formats`;
+all but learner; `python -X importtime` of each stage on CPU)."""
+TRAIN = ("train",)
+"""The stage that runs an envhub ALFWorld server and the training driver."""
 
 NEEDS: tuple[Need, ...] = (
     Need("torch", "2.11", "learner, FSDP2, DCP, CUDA IPC (never carried, never replaced)"),
@@ -55,32 +68,32 @@ NEEDS: tuple[Need, ...] = (
     Need("numpy", "1.26", "torch, textworld"),
     Need("pyyaml", "6", "configs"),
     Need("tqdm", "4.66", "driver progress"),
-    Need("tensorboard", "2.16", "metrics"),
-    Need("matplotlib", "3.8", "the training plot"),
-    Need("prometheus-client", "0.20", "server metrics"),
-    Need("networkx", "2", "textworld"),
-    Need("pydantic", "2.7", "trainer config", "2.14.4"),
-    Need("pydantic-core", "0", "pydantic's own pin", "2.50.5", lead="pydantic"),
-    Need("annotated-types", "0.6.0", "pydantic", "0.8.0", lead="pydantic"),
-    Need("typing-inspection", "0.4.4", "pydantic", "0.4.5", lead="pydantic"),
+    Need("tensorboard", "2.16", "metrics", stages=TRAIN),
+    Need("matplotlib", "3.8", "the training plot", stages=TRAIN),
+    Need("prometheus-client", "0.20", "server metrics", stages=TRAIN),
+    Need("networkx", "2", "textworld", stages=TRAIN),
+    Need("pydantic", "2.7", "trainer config", "2.14.4", stages=PYDANTIC),
+    Need("pydantic-core", "0", "pydantic's own pin", "2.50.5", lead="pydantic", stages=PYDANTIC),
+    Need("annotated-types", "0.6.0", "pydantic", "0.8.0", lead="pydantic", stages=PYDANTIC),
+    Need("typing-inspection", "0.4.4", "pydantic", "0.4.5", lead="pydantic", stages=PYDANTIC),
     Need("typing-extensions", "4.16.0", "pydantic, grpcio", "4.16.0"),
-    Need("grpcio", "1.85.1", "envhub/v1's generated code (GRPC_GENERATED_VERSION)", "1.85.3"),
-    Need("protobuf", "7.35.1", "envhub/v1's generated code (gencode 7.35.1)", "7.36.2"),
-    Need("googleapis-common-protos", "1.5.5", "grpcio-status", "1.76.0", lead="protobuf"),
-    Need("grpcio-status", "1.85.1", "error details (envhub.core.status)", "1.85.3", lead="protobuf"),
-    Need("grpcio-health-checking", "1.85.1", "envhub server", "1.85.1", lead="protobuf"),
-    Need("grpcio-reflection", "1.85.1", "envhub server", "1.85.1", lead="protobuf"),
-    Need("alfworld", "0.4.2", "the ALFWorld server of the training run", "0.4.2"),
-    Need("textworld", "1.7.0", "ALFWorld's engine", "1.7.0"),
-    Need("fast-downward-textworld", "20.6.4", "ALFWorld's planner (textworld[pddl])", "20.6.4", build=True),
-    Need("jericho", "3.3.0", "textworld", "3.3.1", build=True),
-    Need("tatsu", "5.8.3", "textworld's grammar", "5.8.3"),
-    Need("hashids", "1.2.0", "textworld", "1.3.1"),
-    Need("mementos", "1.3.1", "textworld", "1.3.1"),
-    Need("more-itertools", "0", "textworld", "11.2.1"),
-    Need("prompt-toolkit", "0", "textworld", "3.0.53"),
-    Need("wcwidth", "0.1.4", "prompt-toolkit", "0.9.4"),
-    Need("termcolor", "0", "textworld, jericho", "3.3.0"),
+    Need("grpcio", "1.85.1", "envhub/v1's generated code (GRPC_GENERATED_VERSION)", "1.85.3", stages=GRPC),
+    Need("protobuf", "7.35.1", "envhub/v1's generated code (gencode 7.35.1)", "7.36.2", stages=GRPC),
+    Need("googleapis-common-protos", "1.5.5", "grpcio-status", "1.76.0", lead="protobuf", stages=GRPC),
+    Need("grpcio-status", "1.85.1", "error details (envhub.core.status)", "1.85.3", lead="protobuf", stages=GRPC),
+    Need("grpcio-health-checking", "1.85.1", "envhub server", "1.85.1", lead="protobuf", stages=GRPC),
+    Need("grpcio-reflection", "1.85.1", "envhub server", "1.85.1", lead="protobuf", stages=GRPC),
+    Need("alfworld", "0.4.2", "the ALFWorld server of the training run", "0.4.2", stages=TRAIN),
+    Need("textworld", "1.7.0", "ALFWorld's engine", "1.7.0", stages=TRAIN),
+    Need("fast-downward-textworld", "20.6.4", "ALFWorld's planner", "20.6.4", build=True, stages=TRAIN),
+    Need("jericho", "3.3.0", "textworld", "3.3.1", build=True, stages=TRAIN),
+    Need("tatsu", "5.8.3", "textworld's grammar", "5.8.3", stages=TRAIN),
+    Need("hashids", "1.2.0", "textworld", "1.3.1", stages=TRAIN),
+    Need("mementos", "1.3.1", "textworld", "1.3.1", stages=TRAIN),
+    Need("more-itertools", "0", "textworld", "11.2.1", stages=TRAIN),
+    Need("prompt-toolkit", "0", "textworld", "3.0.53", stages=TRAIN),
+    Need("wcwidth", "0.1.4", "prompt-toolkit", "0.9.4", stages=TRAIN),
+    Need("termcolor", "0", "textworld, jericho", "3.3.0", stages=TRAIN),
 )
 
 
@@ -162,14 +175,79 @@ def wheel_for(need: Need, folder: Path) -> Path:
     return matches[0]
 
 
-def install(decisions: Sequence[Decision], folder: Path, target: Path) -> list[Path]:
-    """Install the wheels of every "bring" decision into `target` (no index, no dependencies); the wheels."""
-    wheels = [wheel_for(d.need, folder) for d in decisions if d.action == "bring"]
-    if wheels:
+@dataclass
+class Installed:
+    """What `install` did: the wheels now in the target, the needs that could not be installed and why, and
+    pip's output."""
+
+    wheels: list[Path] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+
+def install(decisions: Sequence[Decision], folder: Path, target: Path, *, timeout_s: float = 300.0) -> Installed:
+    """Install the wheels of every "bring" decision into `target` (no index, no dependencies): one pip call per
+    group of needs with the same `stages`; a group whose call fails is installed wheel by wheel, so only the
+    wheels that fail (or are absent from `folder`) are reported. `timeout_s` bounds the whole install."""
+    deadline = time.monotonic() + timeout_s
+    result = Installed()
+    groups: dict[tuple[str, ...] | None, list[tuple[Need, Path]]] = {}
+    for decision in decisions:
+        if decision.action != "bring":
+            continue
+        try:
+            wheel = wheel_for(decision.need, folder)
+        except FileNotFoundError as exc:
+            result.failed[decision.need.dist] = str(exc)
+            continue
+        groups.setdefault(decision.need.stages, []).append((decision.need, wheel))
+    if groups:
         target.mkdir(parents=True, exist_ok=True)
-        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
-        subprocess.run([*pip, "--no-cache-dir", "--upgrade", "--target", str(target), *map(str, wheels)], check=True)
-    return wheels
+    for members in groups.values():
+        error = _pip_install([w for _, w in members], target, deadline - time.monotonic(), result.log)
+        if not error:
+            result.wheels += [w for _, w in members]
+            continue
+        for need, wheel in members:  # find which wheel(s) of the group fail
+            error = _pip_install([wheel], target, deadline - time.monotonic(), result.log)
+            if error:
+                result.failed[need.dist] = error
+            else:
+                result.wheels.append(wheel)
+    return result
+
+
+def _pip_install(wheels: Sequence[Path], target: Path, timeout_s: float, log: list[str]) -> str:
+    """One pip call; "" when it installed, else why not (pip's last line, or the time limit)."""
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir"]
+    command = [*pip, "--upgrade", "--target", str(target), *map(str, wheels)]
+    log.append("$ " + " ".join(command))
+    if timeout_s <= 1:
+        return "no time left for the install"
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"pip did not finish in {timeout_s:.0f} s"
+    log += [done.stdout, done.stderr]
+    if done.returncode == 0:
+        return ""
+    lines = [line for line in (done.stderr + done.stdout).strip().splitlines() if line.strip()]
+    return f"pip exit {done.returncode}: {lines[-1][:300] if lines else 'no output'}"
+
+
+def blocked_stages(
+    unusable: Iterable[str], stages: Sequence[str], needs: Sequence[Need] = NEEDS
+) -> dict[str, list[str]]:
+    """For each stage that imports one of the `unusable` distributions (unmet on the image, or failed to
+    install), those distributions."""
+    by_dist = {need.dist: need for need in needs}
+    blocked: dict[str, list[str]] = {}
+    for dist in unusable:
+        need = by_dist.get(dist)
+        for stage in stages if need is None or need.stages is None else need.stages:
+            if stage in stages:
+                blocked.setdefault(stage, []).append(dist)
+    return blocked
 
 
 def download(folder: Path, needs: Sequence[Need] = NEEDS) -> int:

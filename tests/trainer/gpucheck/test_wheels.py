@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.gpucheck.wheels import NEEDS, Need, older, plan, wheel_for
+from trainer.gpucheck.wheels import NEEDS, Need, blocked_stages, older, plan, wheel_for
 
 H200_IMAGE = {
     "torch": "2.11.0+cu130",
@@ -74,3 +74,14 @@ def test_the_wheel_of_a_need_is_found_by_normalised_name_and_version(tmp_path: P
     assert wheel_for(Need("tatsu", "0", "", "5.8.3"), tmp_path).name.startswith("TatSu")
     with pytest.raises(FileNotFoundError, match="make gpu-wheels"):
         wheel_for(Need("tatsu", "0", "", "5.9.0"), tmp_path)
+
+
+STAGES = ["throughput", "learner", "fsdp", "ipc", "hf", "train"]
+
+
+def test_a_need_that_is_not_usable_blocks_only_the_stages_that_import_it() -> None:
+    assert blocked_stages(["alfworld", "jericho"], STAGES) == {"train": ["alfworld", "jericho"]}
+    assert set(blocked_stages(["pydantic"], STAGES)) == set(STAGES) - {"hf"}
+    assert set(blocked_stages(["grpcio"], STAGES)) == set(STAGES) - {"learner"}
+    assert set(blocked_stages(["torch"], STAGES)) == set(STAGES)  # the image's own: every stage
+    assert blocked_stages(["alfworld"], ["learner"]) == {}  # a stage not run is not blocked

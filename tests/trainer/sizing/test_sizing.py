@@ -14,8 +14,13 @@ from trainer.sizing import (
     QWEN3,
     ModelShape,
     Workload,
+    activations_gib,
     colocated,
+    learner_peak_gib,
+    learner_peak_parts_gib,
+    learner_states_gib,
     read_shape,
+    root_params,
     smallest,
     split,
     table,
@@ -65,3 +70,17 @@ def test_shapes_round_trip_through_a_hugging_face_config(tmp_path: Path) -> None
     (tmp_path / "config.json").write_text(json.dumps(QWEN3["Qwen3-4B"].hf_config()))
     assert read_shape(tmp_path) == dataclasses.replace(QWEN3["Qwen3-4B"], name=tmp_path.name)
     assert read_shape(tmp_path / "missing") is None
+
+
+def test_the_update_peak_counts_adamws_temporary_and_the_fsdp_roots_bf16_copy() -> None:
+    """gpu-check's estimate beside the measured peak: the 4B learner's update on one H200 peaks in the optimizer
+    step at 20 bytes per parameter (75 GiB), not at states + activations (65 GiB)."""
+    four_b, work = QWEN3["Qwen3-4B"], Workload(micro_batch_tokens=16384, logit_chunk=1024)
+    states, acts = learner_states_gib(four_b, 1), activations_gib(four_b, work)
+    parts = learner_peak_parts_gib(four_b, 1, work)
+    assert parts["optimizer"] == pytest.approx(20 * four_b.params / 2**30)
+    assert parts["backward"] == pytest.approx(states + acts + 2 * root_params(four_b) / 2**30)
+    assert root_params(four_b) == 151936 * 2560 + 2560  # tied: the embedding is the head
+    assert learner_peak_gib(four_b, 1, work) == pytest.approx(74.9, abs=0.1)
+    assert learner_peak_gib(four_b, 1, work) > states + acts + 9
+    assert learner_peak_gib(QWEN3["Qwen3-1.7B"], 1, work) == pytest.approx(32.0, abs=0.1)
