@@ -48,6 +48,24 @@ def alfworld_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         process.wait(timeout=60)
 
 
+EXPERT_TASK = "train/00000"
+
+
+@pytest.fixture(scope="session")
+def expert_plan(alfworld_target: str) -> list[str]:
+    """The expert's winning actions for EXPERT_TASK (seed 0) on the shared server, from a session of its own."""
+    from envhub.client import Sessions
+
+    sessions = Sessions.connect(alfworld_target, "alfworld")
+    turn, plan = sessions.start(EXPERT_TASK), []
+    while not turn.done:
+        plan.append(sessions.expert(turn.session_id)[0])
+        turn = sessions.step(turn.session_id, plan[-1])
+    sessions.end(turn.session_id)
+    sessions.close()
+    return plan
+
+
 def _corpus() -> list[str]:
     rooms = ["cabinet 1", "countertop 1", "fridge 1", "sinkbasin 1", "drawer 2"]
     admissible = tuple(f"go to {r}" for r in rooms)

@@ -17,19 +17,7 @@ from openenv.core import GenericEnvClient
 from envhub.client import Sessions
 from envhub.integrations.openenv import EnvhubAction, EnvhubEnv, EnvhubEnvironment, create_openenv_app
 
-TASK = "train/00000"
-
-
-def _plan(target: str) -> list[str]:
-    """The expert's winning actions for TASK (seed 0), on a session of its own."""
-    sessions = Sessions.connect(target, "alfworld")
-    turn, plan = sessions.start(TASK), []
-    while not turn.done:
-        plan.append(sessions.expert(turn.session_id)[0])
-        turn = sessions.step(turn.session_id, plan[-1])
-    sessions.end(turn.session_id)
-    sessions.close()
-    return plan
+TASK = "train/00000"  # the conftest's EXPERT_TASK: expert_plan wins it
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +36,10 @@ def openenv_server(alfworld_target: str) -> Iterator[str]:
     thread.join(timeout=30)
 
 
-def test_the_envhub_client_plays_a_full_episode_to_a_win(alfworld_target: str, openenv_server: str) -> None:
-    plan = _plan(alfworld_target)
+def test_the_envhub_client_plays_a_full_episode_to_a_win(
+    alfworld_target: str, openenv_server: str, expert_plan: list[str]
+) -> None:
+    plan = expert_plan
     with EnvhubEnv(base_url=openenv_server).sync() as env:
         result = env.reset(task_id=TASK)
         assert not result.done and result.observation.task_description
@@ -87,8 +77,8 @@ def test_openenvs_generic_client_plays_through_the_same_server(openenv_server: s
         assert steps > 0 and env.state()["step_count"] == steps
 
 
-def test_the_environment_snapshots_forks_and_restores(alfworld_target: str) -> None:
-    plan = _plan(alfworld_target)
+def test_the_environment_snapshots_forks_and_restores(alfworld_target: str, expert_plan: list[str]) -> None:
+    plan = expert_plan
     sessions = Sessions.connect(alfworld_target, "alfworld")
     environment = EnvhubEnvironment(sessions, task_ids=[TASK])
     environment.reset()

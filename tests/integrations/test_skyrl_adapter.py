@@ -11,23 +11,10 @@ import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv
 
 import envhub.integrations.skyrl as adapter
-from envhub.client import Sessions
 from envhub.client.formats import action_format
 
-TASK = "train/00000"
+TASK = "train/00000"  # the conftest's EXPERT_TASK: expert_plan wins it
 SYSTEM = {"role": "system", "content": "Play the game."}
-
-
-def _plan(target: str) -> list[str]:
-    """The expert's winning actions for TASK (seed 0), on a session of its own."""
-    sessions = Sessions.connect(target, "alfworld")
-    turn, plan = sessions.start(TASK), []
-    while not turn.done:
-        plan.append(sessions.expert(turn.session_id)[0])
-        turn = sessions.step(turn.session_id, plan[-1])
-    sessions.end(turn.session_id)
-    sessions.close()
-    return plan
 
 
 def _make(target: str, **extras: object) -> adapter.EnvhubTextEnv:
@@ -43,8 +30,10 @@ def test_the_adapter_registers_envhub_in_skyrl_gyms_registry() -> None:
         skyrl_gym.make("envhub", env_config={}, extras={"task_id": TASK})
 
 
-def test_a_multi_turn_episode_to_a_win_in_the_environments_action_format(alfworld_target: str) -> None:
-    plan = _plan(alfworld_target)
+def test_a_multi_turn_episode_to_a_win_in_the_environments_action_format(
+    alfworld_target: str, expert_plan: list[str]
+) -> None:
+    plan = expert_plan
     env = _make(alfworld_target, task_id=TASK)
     messages, metadata = env.init([SYSTEM])
     assert messages[0] == SYSTEM and messages[1]["role"] == "user" and len(messages) == 2
@@ -76,8 +65,8 @@ def test_an_unparsable_reply_steps_nothing_and_the_turn_limit_ends_the_episode(a
     env.close()
 
 
-def test_snapshot_restore_and_fork_reach_envhubs_own(alfworld_target: str) -> None:
-    plan = _plan(alfworld_target)
+def test_snapshot_restore_and_fork_reach_envhubs_own(alfworld_target: str, expert_plan: list[str]) -> None:
+    plan = expert_plan
     env = _make(alfworld_target, split="train", index=0)
     env.init()
     env.step(f"<action>{plan[0]}</action>")
