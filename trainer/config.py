@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainer.errors import TrainerError
 
@@ -100,6 +100,12 @@ class PrecisionConfig(_Section):
         "mean 0.05, max 0.29 from fp32) and `auto` would make results depend on the machine; SmolLM2 runs 1.3-16x "
         "faster with it (docs/results/trainer-bench-speed.md), and the SmolLM2 quickstart sets `auto`.",
     )
+
+    @field_validator("cpu_bf16", mode="before")
+    @classmethod
+    def _yaml_booleans(cls, value: object) -> object:
+        """YAML reads a bare `on` / `off` as a boolean: take it as the word."""
+        return ("on" if value else "off") if isinstance(value, bool) else value
 
 
 class EnvConfig(_Section):
