@@ -1,4 +1,4 @@
-"""buf lint and buf breaking on the contract: protos/ passes against contract/released, broken copies fail."""
+"""buf lint and buf breaking on the contract: protos/ passes against protos/released, broken copies fail."""
 
 from __future__ import annotations
 
