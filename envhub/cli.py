@@ -87,6 +87,13 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=[],
         help="a previous snapshot key still accepted (key rotation; repeatable)",
     )
+    p.add_argument(
+        "--cross-version-restore",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="restore snapshots of another version of an environment by replay verified against their digests "
+        "(default; --no-cross-version-restore refuses them with SNAPSHOT_MISMATCH)",
+    )
     p.add_argument("--port-file", default=None, help="write the bound port here once serving (with --port 0)")
     p.add_argument("--replica-id", default="", help="prefix of session ids (default: random)")
     p.add_argument(
@@ -224,6 +231,7 @@ def _server_config(
         snapshot_key_file=args.snapshot_key_file,
         snapshot_accept_key_files=tuple(args.snapshot_accept_key_file),
         replica_id=args.replica_id,
+        cross_version_restore=args.cross_version_restore,
     )
 
 

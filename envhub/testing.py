@@ -8,7 +8,9 @@ reading learns the call is inside the environment) and then reads a line from th
 `<gate>/release` (so the test decides when the call finishes). No sleeps, no timing luck.
 Make the gate folder with `Gate.create(path)`. With `unprepared` tasks configured, a task is
 unprepared until a `prepare` of it went through the same gate (like a game generated on first
-use; the mark is a file in the gate folder, so every process sees it).
+use; the mark is a file in the gate folder, so every process sees it). Configured `version` (the version it
+reports, default "1") and `changed_at` (from that count on the observation text reads differently), it stands
+for a new version of itself, with the same or other dynamics (restores across versions).
 
 Episode: the observation is "<task_id> seed <seed>: <count>"; any action but `win` and
 `wait` adds one to the count; `win` ends the episode with reward `success_reward`.
@@ -120,8 +122,9 @@ def pass_gate(gate: Path) -> None:
 class ToyEnvironment(Environment):
     """A counter; see the module docstring."""
 
-    def __init__(self, gate: Path | None) -> None:
+    def __init__(self, gate: Path | None, changed_at: int = 0) -> None:
         self._gate = gate
+        self._changed_at = changed_at
         self._task = TaskSpec("", "", 0)
         self._seed = 0
         self._count = 0
@@ -129,6 +132,8 @@ class ToyEnvironment(Environment):
 
     def _observation(self, text: str = "") -> Observation:
         body = text or f"{self._task.task_id} seed {self._seed}: {self._count}"
+        if not text and 0 < self._changed_at <= self._count:
+            body += " (changed)"
         return Observation(body, f"count with {self._task.task_id}", float(self._count), {"count": self._count})
 
     def reset(self, task: TaskSpec, *, seed: int, options: Mapping[str, str]) -> Observation:
@@ -178,9 +183,13 @@ class ToyKind(EnvironmentKind):
         "tasks": "tasks per split (default 4)",
         "gate": "folder holding the FIFOs of the blocking `wait` action (see envhub.testing.Gate)",
         "unprepared": "comma-separated task ids whose preparation blocks on the gate until released",
+        "version": "the version this kind reports (default 1)",
+        "changed_at": "from this count on, the observation text differs (default 0: never)",
     }
 
-    def __init__(self, tasks: int = 4, gate: str | None = None, unprepared: str = "") -> None:
+    def __init__(
+        self, tasks: int = 4, gate: str | None = None, unprepared: str = "", version: str = "1", changed_at: int = 0
+    ) -> None:
         if tasks < 1:
             raise ValueError(f"toy.tasks must be at least 1, not {tasks}")
         self._gate = Path(gate) if gate else None
@@ -191,13 +200,21 @@ class ToyKind(EnvironmentKind):
         self._unprepared = frozenset(filter(None, unprepared.split(",")))
         if self._unprepared and self._gate is None:
             raise ValueError("toy.unprepared needs toy.gate")
-        self._config = {"tasks": str(tasks), **({"gate": gate} if gate else {})}
+        self.version = version
+        self._changed_at = changed_at
+        self._config = {
+            "tasks": str(tasks),
+            **({"gate": gate} if gate else {}),
+            **({"changed_at": str(changed_at)} if changed_at else {}),
+        }
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:
         cls.check_config_keys(config)
         tasks = whole_number("toy.tasks", config.get("tasks", 4), least=1)
-        return cls(tasks, config.get("gate"), str(config.get("unprepared", "")))
+        changed_at = whole_number("toy.changed_at", config.get("changed_at", 0), least=0)
+        version = str(config.get("version", "1"))
+        return cls(tasks, config.get("gate"), str(config.get("unprepared", "")), version, changed_at)
 
     def config(self) -> Mapping[str, str]:
         return dict(self._config)
@@ -224,4 +241,4 @@ class ToyKind(EnvironmentKind):
             self._mark(task).touch()
 
     def create(self) -> Environment:
-        return ToyEnvironment(self._gate)
+        return ToyEnvironment(self._gate, self._changed_at)

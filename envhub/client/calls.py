@@ -371,7 +371,8 @@ def snapshot(session_id: str, *, timeout: float | None = None) -> Call[types.Sna
 def restore(
     snapshot: types.Snapshot | bytes, *, admissible: bool = False, timeout: float | None = None
 ) -> Call[types.SessionStart]:
-    """A new session at the snapshot's state (on any replica with the same key and version).
+    """A new session at the snapshot's state (on any replica with the same key; of another environment
+    version when the snapshot's replay verifies there).
 
     Pass the `Snapshot` (not its bare bytes) to a pool, so it places the session by environment.
     """

@@ -133,7 +133,8 @@ class EnvironmentKind(abc.ABC):
     name: str = ""
     """Name used on the wire (e.g. "scienceworld")."""
     version: str = ""
-    """Engine and task-set version; snapshots only restore on the same version."""
+    """Engine and task-set version: a snapshot of another version restores only by a replay that reproduces
+    every observation (`Session.restore`), never from its native state."""
     description: str = ""
     capabilities: Capabilities = Capabilities()
     default_max_steps: int = 50

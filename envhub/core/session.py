@@ -166,34 +166,53 @@ class Session:
         )
 
     @classmethod
-    def restore(cls, kind: EnvironmentKind, state: SessionState, env: Environment | None = None) -> Session:
+    def restore(
+        cls, kind: EnvironmentKind, state: SessionState, env: Environment | None = None, *, other_versions: bool = False
+    ) -> Session:
         """Rebuild a session from `state`: natively when possible, else by verified replay.
 
-        Raises INVALID_ARGUMENT for a snapshot of another environment or version, and
-        FAILED_PRECONDITION (reason REPLAY_DIVERGED) when a replayed observation differs
-        from the recorded one.
+        A snapshot of another version of the kind restores only with `other_versions`, and then always by
+        replay from the episode's start (its native state is another version's), verified against its
+        digests. Raises INVALID_ARGUMENT for a snapshot of another environment (or of another version
+        without `other_versions`), and FAILED_PRECONDITION when a replayed observation differs from the
+        recorded one: REPLAY_DIVERGED on the same version, VERSION_DIVERGED across versions.
         """
-        if state.environment != kind.name or state.environment_version != kind.version:
+        other_version = state.environment_version != kind.version
+        if state.environment != kind.name or (other_version and not other_versions):
+            refusal = "" if state.environment != kind.name else " and restores no other version"
             raise errors.invalid_argument(
                 f"snapshot is for {state.environment} {state.environment_version}, "
-                f"this server runs {kind.name} {kind.version}",
+                f"this server runs {kind.name} {kind.version}{refusal}",
                 "SNAPSHOT_MISMATCH",
             )
         try:
             task = kind.task(state.task_id)
         except KeyError as exc:
             raise errors.invalid_argument(f"snapshot names unknown task {state.task_id!r}", "UNKNOWN_TASK") from exc
+        if other_version:
+            try:
+                kind.validate_options(state.options)
+            except ValueError as exc:
+                raise errors.invalid_argument(
+                    f"{exc} (the snapshot is of version {state.environment_version})", "BAD_OPTION"
+                ) from exc
+        owned = env is None
         env = env or kind.create()
-        if state.native_state and kind.capabilities.native_snapshot:
-            env.load_native_state(
-                task,
-                seed=state.seed,
-                options=state.options,
-                state=state.native_state,
-                observation=state.last_observation,
-            )
-        else:
-            _replay_verified(env, task, state)
+        try:
+            if state.native_state and kind.capabilities.native_snapshot and not other_version:
+                env.load_native_state(
+                    task,
+                    seed=state.seed,
+                    options=state.options,
+                    state=state.native_state,
+                    observation=state.last_observation,
+                )
+            else:
+                _replay_verified(env, task, state, kind.version if other_version else "")
+        except BaseException:
+            if owned:
+                env.close()
+            raise
         return cls(
             kind=kind,
             env=env,
@@ -216,18 +235,31 @@ class Session:
         self.env.close()
 
 
-def _replay_verified(env: Environment, task: TaskSpec, state: SessionState) -> None:
-    """Reset and replay `state.actions`, checking every observation against its digest."""
+def _replay_verified(env: Environment, task: TaskSpec, state: SessionState, other_version: str = "") -> None:
+    """Reset and replay `state.actions`, checking every observation against its digest (on `other_version`
+    of the kind when the snapshot is of another one)."""
     first = env.reset(task, seed=state.seed, options=state.options)
     if observation_digest(first.text) != state.reset_digest:
-        raise _diverged(task, 0, "the reset observation differs")
+        raise _diverged(task, state, 0, "the reset observation differs", other_version)
     texts = env.replay(state.actions)
     for index, (text, digest) in enumerate(zip(texts, state.digests, strict=True), start=1):
         if observation_digest(text) != digest:
-            raise _diverged(task, index, f"after action {state.actions[index - 1]!r} the observation differs")
+            detail = f"after action {state.actions[index - 1]!r} the observation differs"
+            raise _diverged(task, state, index, detail, other_version)
 
 
-def _diverged(task: TaskSpec, step: int, detail: str) -> errors.EnvhubError:
+def _diverged(task: TaskSpec, state: SessionState, step: int, detail: str, other_version: str) -> errors.EnvhubError:
+    if other_version:
+        return errors.failed_precondition(
+            f"replay on {state.environment} {other_version} of a snapshot of version {state.environment_version} "
+            f"diverged at step {step}: {detail} (this version changed the episode; restore it on a replica of "
+            f"version {state.environment_version})",
+            "VERSION_DIVERGED",
+            step=str(step),
+            task_id=task.task_id,
+            snapshot_version=state.environment_version,
+            version=other_version,
+        )
     nondeterministic = "" if task.deterministic else f" (task {task.task_id} is listed as nondeterministic)"
     return errors.failed_precondition(
         f"replay diverged at step {step}: {detail}{nondeterministic}",

@@ -60,6 +60,11 @@ class ServerConfig:
     """File holding the snapshot HMAC signing key shared by replicas (else ENVHUB_SNAPSHOT_KEY, else random)."""
     snapshot_accept_key_files: tuple[str, ...] = ()
     """Files of further keys whose snapshots are accepted (the previous keys during a key rotation)."""
+    cross_version_restore: bool = True
+    """Restore a snapshot taken on another version of an environment kind by replaying its action log from the
+    episode's start, verified against its digests (a replay that diverges is refused, VERSION_DIVERGED); False
+    refuses every such snapshot (SNAPSHOT_MISMATCH). On by default: a verified replay reproduces every observation
+    the agent saw, so a rolling update moves live sessions instead of losing them (docs/protocol.md)."""
     replica_id: str = ""
     """Prefix of this server's session ids; empty picks a random one."""
 

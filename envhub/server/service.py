@@ -410,7 +410,7 @@ class EnvHubService:
         spec = catalog.task(state.task_id)
         [session_id] = self._table.new_ids(1, self._caller(context))
         worker = self._pool.place(state.environment, state.task_id)
-        op = ops.Restore(session_id, state, request.include_admissible_actions)
+        op = ops.Restore(session_id, state, request.include_admissible_actions, self._config.cross_version_restore)
         view = await self._start_sessions(context, state.environment, worker, [session_id], op, state.task_id)
         return pb.RestoreSnapshotResponse(
             session_id=session_id,

@@ -111,6 +111,8 @@ class Restore(Op[View]):
     session_id: str
     state: SessionState
     admissible: bool
+    other_versions: bool = False
+    """Restore a snapshot of another version of the kind by verified replay (`ServerConfig.cross_version_restore`)."""
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ class WorkerState:
 
     def restore(self, op: ops.Restore) -> ops.View:
         self._admit(op.session_id)
-        session = Session.restore(self.kind, op.state)
+        session = Session.restore(self.kind, op.state, other_versions=op.other_versions)
         self.sessions[op.session_id] = session
         return self._view(session, op.admissible)
 

@@ -58,7 +58,8 @@ class DataSource:
     index: Path | None
     retriever_url: str
     digest: str
-    """Short hash of the question files: part of the kind's version (snapshots restore only on equal data)."""
+    """Short hash of the question files: part of the kind's version (a snapshot restores on other data only by a
+    verified replay)."""
 
 
 def _question_files(folder: Path) -> dict[str, Path]:
