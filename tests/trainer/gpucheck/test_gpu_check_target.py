@@ -15,9 +15,12 @@ ROOT = Path(__file__).parents[3]
 
 
 def _make_n(*args: str, **env: str) -> str:
+    """The commands `make -n gpu-check` prints, as a user's shell would run it: not as a sub-make of `make test`
+    (whose MAKELEVEL / MAKEFLAGS would add "Entering directory" lines and the parent's variables)."""
     import os
 
-    environ = {k: v for k, v in os.environ.items() if k != "OUT"} | env
+    parent = {"OUT", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"}
+    environ = {k: v for k, v in os.environ.items() if k not in parent} | env
     return subprocess.run(["make", "-n", "gpu-check", *args], cwd=ROOT, env=environ, capture_output=True,
                           text=True, check=True).stdout  # fmt: skip
 
