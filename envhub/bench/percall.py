@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import pstats
+import signal
 import statistics
 import sys
 import tempfile
@@ -238,6 +239,7 @@ def front_profile(source_tree: str | None = None, sessions: int = 64, seconds: f
                         *(client.create_session(TOY, task=TASK, max_steps=10**9) for _ in range(sessions))
                     )
                     loop = asyncio.get_running_loop()
+                    s.process.send_signal(signal.SIGUSR1)  # profile from here (start-up left out)
                     deadline, steps = loop.time() + seconds, [0]
 
                     async def one(session_id: str) -> None:
@@ -246,6 +248,7 @@ def front_profile(source_tree: str | None = None, sessions: int = 64, seconds: f
                             steps[0] += 1
 
                     await asyncio.gather(*(one(start.session_id) for start in starts))
+                    s.process.send_signal(signal.SIGUSR2)
                     await asyncio.gather(*(client.close_session(start.session_id) for start in starts))
                     return steps[0]
 
