@@ -47,9 +47,9 @@ TOY, TASK, ACTION = "toy", "train-count/0", "inc"
 class PercallSettings:
     out: str
     sessions: tuple[int, ...] = (1, 64, 256)
-    phase_s: float = 2.0
+    phase_s: float = 1.5
     """Seconds each mode steps per round."""
-    rounds: int = 3
+    rounds: int = 5
     latency_steps: int = 400
     """Single-session steps per mode for p50/p99 (alternating envhub and the baseline step by step)."""
     front_profile: bool = True

@@ -93,7 +93,8 @@ class RpcObserver(grpc.aio.ServerInterceptor):
     def _observing(self, service: str, method: str, context: Context) -> Iterator[None]:
         started = time.perf_counter()
         code = grpc.StatusCode.OK
-        with self._tracing.rpc(service, method, context.invocation_metadata()) as span:
+        spans = self._tracing.rpc(service, method, context.invocation_metadata()) if self._tracing.enabled else _NO_SPAN
+        with spans as span:
             try:
                 yield
                 code = _code(context) or grpc.StatusCode.OK
@@ -111,6 +112,8 @@ class RpcObserver(grpc.aio.ServerInterceptor):
                 self._metrics.rpc(service, method, code, time.perf_counter() - started)
 
 
+_NO_SPAN = contextlib.nullcontext()
+"""Tracing off: no span, and the call's metadata is not read."""
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
