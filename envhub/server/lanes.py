@@ -65,10 +65,6 @@ class Lanes:
                 self._quick.append(item)
             self._ready.notify()
 
-    def waiting(self) -> bool:
-        """Whether an item is queued now (not blocking)."""
-        return bool(self._quick or self._slow)
-
     def close(self) -> None:
         """No more items: `get` returns None once both lanes are empty."""
         with self._ready:

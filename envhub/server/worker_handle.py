@@ -1,12 +1,10 @@
 """The server side of the pipe: worker processes as seen from the server's event loop.
 
 Each `Worker` owns one child process (see `envhub.server.worker_process`) and a pipe to it. Operations
-(`envhub.server.worker_ops`) are written to the pipe with a call id and a future is kept under it; the
-operations of one turn of the event loop (e.g. the steps of many sessions' concurrent calls) go as one
-message, one pickle and one write instead of one each. The event loop reads `(call_id, Reply)` answers (or
-lists of them) with `loop.add_reader` on the pipe's file descriptor (no thread hop) and resolves the
-matching futures, so requests pipeline (a create waiting for its task to be prepared is answered after
-operations sent behind it).
+(`envhub.server.worker_ops`) are written to the pipe with a call id and a future is kept under
+it; the event loop reads `(call_id, Reply)` answers with `loop.add_reader` on the pipe's file
+descriptor (no thread hop) and resolves the matching futures, so requests pipeline (a create
+waiting for its task to be prepared is answered after operations sent behind it).
 When the pipe reports end-of-file the worker is dead: its
 pending calls fail with UNAVAILABLE, the server forgets its sessions, and it is restarted.
 """
@@ -72,8 +70,6 @@ class Worker:
         that task's game loaded, so a new session of it is cheaper here (placement prefers it)."""
         self._on_death = on_death
         self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._outbox: list[tuple[int, ops.Op[Any]]] = []
-        """Operations called this turn of the event loop, not yet sent (`_flush`)."""
         self._call_ids = itertools.count(1)
         self._conn: Connection | None = None
         self._process: BaseProcess | None = None
@@ -116,30 +112,20 @@ class Worker:
         return catalog
 
     def call(self, op: ops.Op[R]) -> asyncio.Future[R]:
-        """Send one operation; the future resolves with its result or raises its EnvhubError.
-
-        Operations sent in one turn of the event loop travel in one pipe message (`_flush`), in order."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[R] = loop.create_future()
+        """Send one operation; the future resolves with its result or raises its EnvhubError."""
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         if not self.alive or self._conn is None:
             future.set_exception(errors.unavailable(f"worker {self.environment}/{self.index} is restarting"))
             return future
         call_id = next(self._call_ids)
-        self._pending[call_id] = future
-        if not self._outbox:
-            loop.call_soon(self._flush)
-        self._outbox.append((call_id, op))
-        return future
-
-    def _flush(self) -> None:
-        """Send the operations queued this turn: one `(call_id, op)`, or a list of them."""
-        items, self._outbox = self._outbox, []
-        if not items or not self.alive or self._conn is None:  # died meanwhile: `_died` failed their futures
-            return
         try:
-            self._conn.send(items[0] if len(items) == 1 else items)
+            self._conn.send((call_id, op))
         except OSError:
             self._died()
+            future.set_exception(errors.unavailable(f"worker {self.environment}/{self.index} died", "WORKER_LOST"))
+            return future
+        self._pending[call_id] = future
+        return future
 
     def _on_readable(self) -> None:
         conn = self._conn
@@ -148,30 +134,21 @@ class Worker:
         try:
             while conn.poll():
                 message = conn.recv()
-                if isinstance(message, ops.Reply):
-                    self._resolve(_READY, message)
-                elif isinstance(message, list):  # answers the worker sent together
-                    for call_id, reply in message:
-                        self._resolve(call_id, reply)
+                call_id, reply = (_READY, message) if isinstance(message, ops.Reply) else message
+                future = self._pending.pop(call_id)
+                if future.done():  # the caller gave up (deadline, cancellation)
+                    continue
+                if reply.error is None:
+                    future.set_result(reply.value)
                 else:
-                    self._resolve(*message)
+                    future.set_exception(reply.error)
         except (EOFError, OSError):
             self._died()
-
-    def _resolve(self, call_id: int, reply: ops.Reply) -> None:
-        future = self._pending.pop(call_id)
-        if future.done():  # the caller gave up (deadline, cancellation)
-            return
-        if reply.error is None:
-            future.set_result(reply.value)
-        else:
-            future.set_exception(reply.error)
 
     def _died(self) -> None:
         if not self.alive:
             return
         self.alive = False
-        self._outbox = []
         self._detach()
         lost = errors.unavailable(f"worker {self.environment}/{self.index} died; its sessions are lost", "WORKER_LOST")
         pending, self._pending = self._pending, {}
@@ -190,8 +167,6 @@ class Worker:
     async def stop(self, timeout: float = 10.0) -> None:
         """Ask the worker to close its sessions and exit; kill it if it does not."""
         process = self._process
-        if self.alive and self._conn is not None:
-            self._flush()
         if self.alive and self._conn is not None:
             self.alive = False
             try:

@@ -2,8 +2,7 @@
 
 `worker_main` runs in a child process. Its first message is a `Reply` holding the kind's
 `KindCatalog` (or the error that stopped it); then every message is a `(call_id, Op)` (see
-`envhub.server.worker_ops`), answered by a `(call_id, Reply)`; a list of them is several sent together
-(both ways). Operations are applied one by
+`envhub.server.worker_ops`), answered by a `(call_id, Reply)`. Operations are applied one by
 one, in arrival order, on the worker's main thread, so this is where a step's
 `expected_step_index` and the remembered answer to a repeated `request_id` are checked: a
 retried call can never overtake or double the original. Operations of one session are applied in
@@ -24,7 +23,6 @@ import gc
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -42,10 +40,6 @@ from envhub.server.lanes import Lanes
 from envhub.server.preparer import Preparer
 
 log = logging.getLogger(__name__)
-REPLY_HOLD_S = 0.0005
-"""Longest an answer waits for the answers of operations queued behind it, to go in one message: one
-pickle and one write for many steps, at most this much later (a step of a real environment takes longer,
-so under load an answer waits for about one more operation)."""
 
 
 @dataclass
@@ -234,44 +228,34 @@ def _read(conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes
     """
     try:
         while True:
-            message = conn.recv()
-            for call_id, op in message if isinstance(message, list) else (message,):  # a list: sent together
-                if isinstance(op, ops.Stop):
-                    return
-                unprepared = state.unprepared_task(op)
-                if unprepared is None:
-                    inbox.put((call_id, op))
-                    continue
-                session_id, task = unprepared
-                state.preparing.add(session_id)
-                preparer.prepare(task, functools.partial(inbox.put, (call_id, op)))
+            call_id, op = conn.recv()
+            if isinstance(op, ops.Stop):
+                break
+            unprepared = state.unprepared_task(op)
+            if unprepared is None:
+                inbox.put((call_id, op))
+                continue
+            session_id, task = unprepared
+            state.preparing.add(session_id)
+            preparer.prepare(task, functools.partial(inbox.put, (call_id, op)))
     except (EOFError, OSError):
         pass
     finally:
         inbox.close()
 
 
-def _serve(conn: Connection, state: WorkerState, inbox: Lanes, hold_s: float = REPLY_HOLD_S) -> None:
-    """The main thread: apply each operation and answer it. Answers wait while more operations are
-    queued (at most `hold_s` after the first of them), then go together in one message."""
-    answers: list[tuple[int, ops.Reply]] = []
-    held_since = 0.0
+def _serve(conn: Connection, state: WorkerState, inbox: Lanes) -> None:
+    """The main thread: apply each operation and answer it."""
     while (item := inbox.get()) is not None:
         call_id, op = item
         try:
             reply = ops.Reply(value=state.handle(op))
         except Exception as exc:  # one bad request never kills the worker: it answers with the error
             reply = ops.Reply(error=_as_envhub_error(exc))
-        if not answers:
-            held_since = time.perf_counter()
-        answers.append((call_id, reply))
-        if inbox.waiting() and time.perf_counter() - held_since < hold_s:
-            continue
         try:
-            conn.send(answers[0] if len(answers) == 1 else answers)
+            conn.send((call_id, reply))
         except (BrokenPipeError, ConnectionResetError):  # the server went away first: nothing to answer
             break
-        answers = []
 
 
 def worker_main(environment: str, config: dict[str, Any], conn: Connection, index: int = 0, workers: int = 1) -> None:
