@@ -127,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument(
         "--profile",
-        choices=("serving", "rollout", "latency", "soak", "failover", "kube", "slo"),
+        choices=("serving", "rollout", "latency", "soak", "failover", "kube", "slo", "percall"),
         default="serving",
         help="serving: latency, throughput, restore, memory; rollout: N sessions stepping once per turn "
         "through step_many, against the in-process ideal (docs/results/envhub-bench-rollout-<env>.md); "
@@ -139,7 +139,10 @@ def _parser() -> argparse.ArgumentParser:
         "played with podman kube play, a pod killed and a rolling restart under a rollout, no episode lost "
         "(docs/results/envhub-kube-play-<env>.md); slo: p50/p99/max of step, StepBatch, create, fork, snapshot, "
         "restore and memory per session at 1,024 and 4,096 sessions beside the in-process cost "
-        "(docs/results/envhub-bench-slo-<env>.md)",
+        "(docs/results/envhub-bench-slo-<env>.md); percall: CPU per step of the server's front, worker and client "
+        "and steps/s at 1, 64 and 256 sessions on the toy environment, unary, SessionStream and StepBatch, beside a "
+        "minimal WebSocket server, with a profile of the front; --env also measures that environment's "
+        "served/in-process step ratio (docs/results/envhub-bench-percall.md)",
     )
     bench.add_argument(
         "--sessions",
@@ -164,6 +167,12 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--steps", type=int, default=200, help="steps per latency measurement")
     bench.add_argument("--duration-s", type=float, default=3600.0, help="soak: seconds of churn (every env at once)")
     bench.add_argument("--sample-s", type=float, default=30.0, help="soak: seconds between samples")
+    bench.add_argument(
+        "--compare-tree",
+        default=None,
+        help="percall: also serve from this envhub source tree (e.g. `git archive` of an earlier commit), its "
+        "calls interleaved with this tree's",
+    )
     bench.add_argument("--kills", type=int, default=5, help="failover: replica kills timed per recovery mode")
     searchqa_cli.add_parser(sub)
     return parser
@@ -266,6 +275,11 @@ def _bench(args: argparse.Namespace) -> int:
             args.env or "searchqa", args.out, args.sessions or 16, quiet_s=args.phase_s or 15.0
         )
         return 0 if run_kube_bench(settings)["passed"] else 1
+    if args.profile == "percall":
+        from envhub.bench.percall import PercallSettings, run_percall_bench
+
+        run_percall_bench(PercallSettings(args.out, environment=args.env, before_tree=args.compare_tree))
+        return 0
     args.env = args.env or DEFAULT_ENV
     if args.profile == "slo":
         from envhub.bench.slo import SloBenchSettings, run_slo_bench

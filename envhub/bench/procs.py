@@ -8,9 +8,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 
 def _children() -> dict[int, list[int]]:
@@ -64,30 +65,24 @@ def own_cpu_s(excluding: int) -> float:
     return sum(cpu_s(pid) for pid in tree_pids(os.getpid()) if pid not in skip)
 
 
-class ServerProcess:
-    """`envhub serve` as a subprocess on port 0 (the port it bound is read back from `--port-file`)."""
+class PortFileProcess:
+    """A server subprocess that binds port 0 and writes the port it bound to a file, then serves:
+    `command(port_file)` is its command line, `environ` what it adds to this process's environment."""
 
     def __init__(
-        self,
-        environment: str,
-        workers: int = 1,
-        max_sessions: int = 256,
-        startup_s: float = 120.0,
-        extra: Sequence[str] = (),
+        self, command: Callable[[str], list[str]], startup_s: float = 120.0, environ: Mapping[str, str] = {}
     ) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="envhub-serve-")
         port_file = Path(self._folder.name) / "port"
-        command = [sys.executable, "-m", "envhub.cli", "--log-level", "WARNING", "serve", "--env", environment]
-        command += ["--port", "0", "--port-file", str(port_file), "--workers", str(workers)]
-        command += ["--max-sessions", str(max_sessions), *extra]
-        self.process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        line = command(str(port_file))
+        self.process = subprocess.Popen(line, env={**os.environ, "PYTHONUNBUFFERED": "1", **environ})
         deadline = time.monotonic() + startup_s
         while not port_file.exists() or not port_file.read_text().endswith("\n"):  # written once serving
             if self.process.poll() is not None:
-                raise RuntimeError(f"{' '.join(command)} exited with {self.process.returncode}")
+                raise RuntimeError(f"{' '.join(line)} exited with {self.process.returncode}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise TimeoutError(f"{' '.join(command)} did not start within {startup_s} s")
+                raise TimeoutError(f"{' '.join(line)} did not start within {startup_s} s")
             time.sleep(0.05)
         self.port = int(port_file.read_text())
         self.target = f"localhost:{self.port}"
@@ -110,10 +105,33 @@ class ServerProcess:
                 self.process.kill()
                 self.process.wait()
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+class ServerProcess(PortFileProcess):
+    """`envhub serve` as a subprocess on port 0 (the port it bound is read back from `--port-file`);
+    `python_args` go to the interpreter before the module (e.g. `-m envhub.bench.profiled FILE`); with a
+    `source_tree`, envhub is imported from there (another checkout, to compare versions in one run)."""
+
+    def __init__(
+        self,
+        environment: str,
+        workers: int = 1,
+        max_sessions: int = 256,
+        startup_s: float = 120.0,
+        extra: Sequence[str] = (),
+        python_args: Sequence[str] = (),
+        source_tree: str | None = None,
+    ) -> None:
+        def command(port_file: str) -> list[str]:
+            line = [sys.executable, *python_args, "-m", "envhub.cli", "--log-level", "WARNING", "serve"]
+            line += ["--env", environment, "--port", "0", "--port-file", port_file, "--workers", str(workers)]
+            return [*line, "--max-sessions", str(max_sessions), *extra]
+
+        super().__init__(command, startup_s, {"PYTHONPATH": source_tree} if source_tree else {})

@@ -23,6 +23,8 @@ from envhub.server.tenants import Tenant, Tenants
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
 """Methods callable without credentials (load balancer and kubelet probes cannot send them)."""
 _BEARER = b"Bearer "
+MAX_GUARDED = 1024
+"""Guarded handlers kept for reuse (the server's methods number a few dozen; this bounds the table)."""
 
 
 def _token(context: grpc.aio.ServicerContext[Any, Any]) -> bytes | None:
@@ -36,8 +38,12 @@ def _token(context: grpc.aio.ServicerContext[Any, Any]) -> bytes | None:
 
 def caller(tenants: Tenants, context: grpc.aio.ServicerContext[Any, Any]) -> Tenant:
     """The tenant making the call; UNAUTHENTICATED (MISSING_OR_BAD_TOKEN) when its credentials name none."""
-    names = [name.decode() for name in context.peer_identities() or ()]
-    tenant = tenants.directory.identify(_token(context), names)
+    directory = tenants.directory
+    if directory.open:  # no credentials to read
+        return directory.tenants[0]
+    token = _token(context)
+    names = [name.decode() for name in context.peer_identities() or ()] if token is None else []
+    tenant = directory.identify(token, names)
     if tenant is None:
         raise errors.EnvhubError(
             grpc.StatusCode.UNAUTHENTICATED,
@@ -53,6 +59,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, tenants: Tenants) -> None:
         self._tenants = tenants
+        self._guarded: dict[grpc.RpcMethodHandler, grpc.RpcMethodHandler] = {}
+        """Handler -> its guarded form, made once (the service's handlers are the same objects at every call)."""
 
     async def intercept_service(
         self,
@@ -62,7 +70,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(EXEMPT_PREFIXES):
             return handler
-        return _guarded(handler, self._tenants)
+        guarded = self._guarded.get(handler)
+        if guarded is None:
+            guarded = _guarded(handler, self._tenants)
+            if len(self._guarded) < MAX_GUARDED:
+                self._guarded[handler] = guarded
+        return guarded
 
 
 async def _admit(tenants: Tenants, context: grpc.aio.ServicerContext[Any, Any]) -> None:

@@ -69,6 +69,10 @@ class Metrics:
             "envhub_worker_restarts", "Workers restarted after dying", ["environment"], registry=self.registry
         )
         self._http: tuple[WSGIServer, threading.Thread] | None = None
+        self._rpc_children: dict[tuple[str, str, grpc.StatusCode], tuple[Counter, Histogram]] = {}
+        self._step_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        """Label values -> the bound children: `labels()` (a lock, a tuple, a lookup) once per label set, not
+        at every call."""
 
     def track_sessions(
         self,
@@ -84,8 +88,27 @@ class Metrics:
 
     def rpc(self, service: str, method: str, code: grpc.StatusCode, seconds: float) -> None:
         """Count and time one RPC (or one call inside a SessionStream)."""
-        self.rpc_requests.labels(service, method, code.name).inc()
-        self.rpc_latency.labels(service, method, code.name).observe(seconds)
+        key = (service, method, code)
+        children = self._rpc_children.get(key)
+        if children is None:
+            children = self._rpc_children[key] = (
+                self.rpc_requests.labels(service, method, code.name),
+                self.rpc_latency.labels(service, method, code.name),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def step(self, environment: str, tenant: str, seconds: float) -> None:
+        """Count one step served for `tenant` and time its worker round trip."""
+        key = (environment, tenant)
+        children = self._step_children.get(key)
+        if children is None:
+            children = self._step_children[key] = (
+                self.steps.labels(environment, tenant),
+                self.step_latency.labels(environment),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def serve(self, host: str, port: int) -> int:
         """Start the /metrics endpoint; returns the bound port."""

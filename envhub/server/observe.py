@@ -23,6 +23,8 @@ from envhub.server.metrics import Metrics
 from envhub.server.tracing import Tracing
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+MAX_OBSERVED = 1024
+"""Observed handlers kept for reuse (the server's methods number a few dozen; this bounds the table)."""
 
 
 class RpcObserver(grpc.aio.ServerInterceptor):
@@ -31,6 +33,9 @@ class RpcObserver(grpc.aio.ServerInterceptor):
     def __init__(self, metrics: Metrics, tracing: Tracing) -> None:
         self._metrics = metrics
         self._tracing = tracing
+        self._observed: dict[tuple[str, grpc.RpcMethodHandler], grpc.RpcMethodHandler] = {}
+        """(method, its handler) -> the observed handler: made once, not at every call (a handler from the
+        service's table is the same object every time)."""
 
     async def intercept_service(
         self,
@@ -40,7 +45,16 @@ class RpcObserver(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:  # an unknown method: gRPC answers UNIMPLEMENTED itself
             return handler
-        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        key = (handler_call_details.method, handler)
+        observed = self._observed.get(key)
+        if observed is None:
+            observed = self._observe(handler_call_details.method, handler)
+            if len(self._observed) < MAX_OBSERVED:
+                self._observed[key] = observed
+        return observed
+
+    def _observe(self, full_method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        service, _, method = full_method.lstrip("/").rpartition("/")
         make = {
             (False, False): grpc.unary_unary_rpc_method_handler,
             (True, False): grpc.stream_unary_rpc_method_handler,
@@ -79,7 +93,8 @@ class RpcObserver(grpc.aio.ServerInterceptor):
     def _observing(self, service: str, method: str, context: Context) -> Iterator[None]:
         started = time.perf_counter()
         code = grpc.StatusCode.OK
-        with self._tracing.rpc(service, method, context.invocation_metadata()) as span:
+        spans = self._tracing.rpc(service, method, context.invocation_metadata()) if self._tracing.enabled else _NO_SPAN
+        with spans as span:
             try:
                 yield
                 code = _code(context) or grpc.StatusCode.OK
@@ -97,6 +112,8 @@ class RpcObserver(grpc.aio.ServerInterceptor):
                 self._metrics.rpc(service, method, code, time.perf_counter() - started)
 
 
+_NO_SPAN = contextlib.nullcontext()
+"""Tracing off: no span, and the call's metadata is not read."""
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 

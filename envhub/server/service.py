@@ -79,6 +79,30 @@ def _check_request_id(request_id: str) -> str:
     return request_id
 
 
+def _expire(future: asyncio.Future[Any], op: ops.Op[Any]) -> None:
+    if not future.done():
+        future.set_exception(
+            errors.EnvhubError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"{type(op).__name__} did not finish before the deadline",
+                "DEADLINE_EXCEEDED",
+            )
+        )
+
+
+async def _before(future: asyncio.Future[T], remaining: float | None, op: ops.Op[Any]) -> T:
+    """The result of a worker call's `future`, or DEADLINE_EXCEEDED after `remaining` seconds (None: no
+    deadline). One timer, where `asyncio.wait_for` adds a waiter future and callbacks to every call; the
+    worker's late answer is dropped (`Worker` skips a future already done)."""
+    if remaining is None:
+        return await future
+    timer = asyncio.get_running_loop().call_later(remaining, _expire, future, op)
+    try:
+        return await future
+    finally:
+        timer.cancel()
+
+
 async def _within(event: asyncio.Event, timeout: float | None) -> bool:
     """Whether `event` is set within `timeout` seconds (None: however long it takes)."""
     try:
@@ -163,38 +187,38 @@ class EnvHubService:
             self._idle.set()
             self._note_emptied()
 
-    async def _admitted(self, request: M | Malformed, body: Any, moving: bool = False) -> Any:
-        message = self._enter(request, moving)
+    async def _unary(
+        self,
+        method: str,
+        request: M | Malformed,
+        body: Callable[[M, Context], Coroutine[Any, Any, T]],
+        context: Context,
+        moving: bool = False,
+    ) -> T:
+        """One unary RPC: admitted (`_enter`), its body run, an `EnvhubError` answered as a rich status."""
         try:
-            return await body(message)
-        finally:
-            self._leave()
-
-    def _caller(self, context: Context) -> Tenant:
-        return caller(self._tenants, context)
-
-    async def _unary(self, method: str, body: Coroutine[Any, Any, T], context: Context) -> T:
-        try:
-            return await body
+            message = self._enter(request, moving)
+            try:
+                return await body(message, context)
+            finally:
+                self._leave()
         except errors.EnvhubError as exc:
             self._metrics.error(method, exc.code, self._tenant_label(context))
             await context.abort_with_status(to_status(exc))
             raise  # abort_with_status raises; this line only satisfies the type checker
+
+    def _caller(self, context: Context) -> Tenant:
+        return caller(self._tenants, context)
 
     async def _call(self, context: Context, worker: Worker, op: ops.Op[T]) -> T:
         """One worker call under the RPC's deadline."""
         remaining = context.time_remaining()
         if remaining is not None and remaining <= 0:
             raise errors.EnvhubError(grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed", "DEADLINE_EXCEEDED")
-        try:
+        if self._tracing.enabled:
             with self._tracing.op(type(op).__name__, worker.name, worker.index):
-                return await asyncio.wait_for(worker.call(op), remaining)
-        except TimeoutError as exc:
-            raise errors.EnvhubError(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"{type(op).__name__} did not finish before the deadline",
-                "DEADLINE_EXCEEDED",
-            ) from exc
+                return await _before(worker.call(op), remaining, op)
+        return await _before(worker.call(op), remaining, op)
 
     def _tenant_label(self, context: Context) -> str:
         """The caller's tenant for a metrics label ("" when its credentials name none)."""
@@ -205,7 +229,10 @@ class EnvHubService:
 
     async def _on_session(self, context: Context, session_id: str, op: ops.Op[T]) -> T:
         """A worker call on a live session of the caller, keeping its idle clock and in-flight count."""
-        record = self._table.get(session_id, self._caller(context).name)
+        return await self._on_record(context, self._table.get(session_id, self._caller(context).name), op)
+
+    async def _on_record(self, context: Context, record: SessionRecord, op: ops.Op[T]) -> T:
+        """A worker call on the session of `record`, keeping its idle clock and in-flight count."""
         record.in_flight += 1
         try:
             return await self._call(context, record.worker, op)
@@ -249,11 +276,13 @@ class EnvHubService:
 
     # ------------------------------------------------------------------ bodies
 
-    async def _list_environments(self, request: pb.ListEnvironmentsRequest) -> pb.ListEnvironmentsResponse:
+    async def _list_environments(
+        self, request: pb.ListEnvironmentsRequest, context: Context
+    ) -> pb.ListEnvironmentsResponse:
         infos = [convert.environment_info(catalog) for catalog in self._pool.catalogs.values()]
         return pb.ListEnvironmentsResponse(environments=infos, replica_id=self._table.replica_id)
 
-    async def _list_tasks(self, request: pb.ListTasksRequest) -> pb.ListTasksResponse:
+    async def _list_tasks(self, request: pb.ListTasksRequest, context: Context) -> pb.ListTasksResponse:
         tasks = self._pool.catalog(request.environment).listing(request.split)
         size = min(request.page_size or MAX_PAGE_SIZE, MAX_PAGE_SIZE)
         start = 0
@@ -319,9 +348,8 @@ class EnvHubService:
         op = self._step_op(request)
         record = self._table.get(request.session_id, self._caller(context).name)
         started = time.perf_counter()
-        outcome = await self._on_session(context, request.session_id, op)
-        self._metrics.step_latency.labels(record.environment).observe(time.perf_counter() - started)
-        self._metrics.steps.labels(record.environment, record.tenant).inc()
+        outcome = await self._on_record(context, record, op)
+        self._metrics.step(record.environment, record.tenant, time.perf_counter() - started)
         return pb.StepResponse(result=convert.step_result(outcome.step, outcome.admissible))
 
     async def _step_batch(self, request: pb.StepBatchRequest, context: Context) -> pb.StepBatchResponse:
@@ -374,8 +402,7 @@ class EnvHubService:
                 continue
             outcome: ops.StepOutcome = reply.value
             entries[position].result.CopyFrom(convert.step_result(outcome.step, outcome.admissible))
-            self._metrics.step_latency.labels(record.environment).observe(elapsed)
-            self._metrics.steps.labels(record.environment, record.tenant).inc()
+            self._metrics.step(record.environment, record.tenant, elapsed)
 
     def _batch_error(self, entry: pb.StepBatchEntry, error: errors.EnvhubError, tenant: str) -> None:
         self._metrics.error("StepBatch.step", error.code, tenant)
@@ -454,49 +481,40 @@ class EnvHubService:
     # ------------------------------------------------------------------ unary RPCs
 
     async def ListEnvironments(self, request: Any, context: Context) -> Any:
-        return await self._unary("ListEnvironments", self._admitted(request, self._list_environments), context)
+        return await self._unary("ListEnvironments", request, self._list_environments, context)
 
     async def ListTasks(self, request: Any, context: Context) -> Any:
-        return await self._unary("ListTasks", self._admitted(request, self._list_tasks), context)
+        return await self._unary("ListTasks", request, self._list_tasks, context)
 
     async def CreateSession(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._create(message, context))
-        return await self._unary("CreateSession", body, context)
+        return await self._unary("CreateSession", request, self._create, context)
 
     async def ResetSession(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._reset(message, context))
-        return await self._unary("ResetSession", body, context)
+        return await self._unary("ResetSession", request, self._reset, context)
 
     async def Step(self, request: Any, context: Context) -> Any:
-        return await self._unary("Step", self._admitted(request, lambda message: self._step(message, context)), context)
+        return await self._unary("Step", request, self._step, context)
 
     async def StepBatch(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._step_batch(message, context))
-        return await self._unary("StepBatch", body, context)
+        return await self._unary("StepBatch", request, self._step_batch, context)
 
     async def CloseSession(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._close(message, context), moving=True)
-        return await self._unary("CloseSession", body, context)
+        return await self._unary("CloseSession", request, self._close, context, moving=True)
 
     async def GetExpertActions(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._expert(message, context))
-        return await self._unary("GetExpertActions", body, context)
+        return await self._unary("GetExpertActions", request, self._expert, context)
 
     async def CreateSnapshot(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._snapshot(message, context), moving=True)
-        return await self._unary("CreateSnapshot", body, context)
+        return await self._unary("CreateSnapshot", request, self._snapshot, context, moving=True)
 
     async def RestoreSnapshot(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._restore(message, context))
-        return await self._unary("RestoreSnapshot", body, context)
+        return await self._unary("RestoreSnapshot", request, self._restore, context)
 
     async def RestoreSnapshotBatch(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._restore_batch(message, context))
-        return await self._unary("RestoreSnapshotBatch", body, context)
+        return await self._unary("RestoreSnapshotBatch", request, self._restore_batch, context)
 
     async def ForkSession(self, request: Any, context: Context) -> Any:
-        body = self._admitted(request, lambda message: self._fork(message, context))
-        return await self._unary("ForkSession", body, context)
+        return await self._unary("ForkSession", request, self._fork, context)
 
     # ------------------------------------------------------------------ streaming
 

@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 import multiprocessing
+import select
 from collections import Counter
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -72,6 +73,8 @@ class Worker:
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._call_ids = itertools.count(1)
         self._conn: Connection | None = None
+        self._readable = select.poll()
+        """Whether the pipe has more to read (registered on the pipe at each start)."""
         self._process: BaseProcess | None = None
         self.alive = False
         self.started = False
@@ -101,6 +104,8 @@ class Worker:
         process.start()
         child_conn.close()
         self._conn, self._process = parent_conn, process
+        self._readable = select.poll()
+        self._readable.register(parent_conn.fileno(), select.POLLIN)
         ready: asyncio.Future[KindCatalog] = asyncio.get_running_loop().create_future()
         self._pending[_READY] = ready
         asyncio.get_running_loop().add_reader(parent_conn.fileno(), self._on_readable)
@@ -132,16 +137,17 @@ class Worker:
         if conn is None:
             return
         try:
-            while conn.poll():
+            while True:  # called when readable: a message, or end-of-file (recv raises)
                 message = conn.recv()
                 call_id, reply = (_READY, message) if isinstance(message, ops.Reply) else message
                 future = self._pending.pop(call_id)
-                if future.done():  # the caller gave up (deadline, cancellation)
-                    continue
-                if reply.error is None:
-                    future.set_result(reply.value)
-                else:
-                    future.set_exception(reply.error)
+                if not future.done():  # else the caller gave up (deadline, cancellation)
+                    if reply.error is None:
+                        future.set_result(reply.value)
+                    else:
+                        future.set_exception(reply.error)
+                if not self._readable.poll(0):  # one poll(2), where Connection.poll builds a selector each time
+                    return
         except (EOFError, OSError):
             self._died()
 
