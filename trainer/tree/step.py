@@ -17,7 +17,7 @@ from trainer.objectives.registry import get_objective
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
 from trainer.rollout.strategies import get_strategy
 from trainer.runs import trajectory_metrics
-from trainer.tree.diagnostics import tree_metrics
+from trainer.tree.diagnostics import STUDENT_TOKENS, tree_metrics
 from trainer.tree.select import TreeConfig
 from trainer.tree.strategy import TreeStrategy
 from trainer.workers import RolloutWorker, merge_rollouts, split_tasks
@@ -66,6 +66,7 @@ def tree_step(
     metrics.update({f"tree/rollout/{k.removeprefix('rollout/')}": v for k, v in branch_stats.as_metrics().items()})
     metrics.update(tree_metrics(played, root_stats, branch_stats))
     metrics.update(trajectory_metrics(played))
+    metrics["rollout/generated_tokens"] = metrics[STUDENT_TOKENS]  # the step's student tokens, as every strategy logs
     return played, metrics
 
 
