@@ -8,6 +8,7 @@ framework that has a policy callable.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,18 +35,8 @@ def fork_state(port: SessionPort, snapshot: bytes, count: int) -> Forked:
     start = time.perf_counter()
     restored = port.restore(snapshot)
     ids = port.fork(restored.session_id, count - 1) if count > 1 else []
-    views = [restored, *(EnvView(session_id=sid, **_shown(restored)) for sid in ids)]
+    views = [restored, *(dataclasses.replace(restored, session_id=sid) for sid in ids)]
     return Forked(views, time.perf_counter() - start)
-
-
-def _shown(view: EnvView) -> dict[str, object]:
-    return {
-        "text": view.text,
-        "task_description": view.task_description,
-        "admissible": view.admissible,
-        "score": view.score,
-        "step_index": view.step_index,
-    }
 
 
 @dataclass

@@ -7,7 +7,7 @@ from one root. Anchor states are `(group, observation the turn started from, adm
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -57,7 +57,7 @@ class StateIndex:
         """`TurnStates` for the supervised turns in turn-id order (each must belong to an added trajectory)."""
         places = [self._places[id(turn)] for turn in supervised]
 
-        def column(values: Sequence[int]) -> torch.Tensor:
+        def column(values: Iterable[int]) -> torch.Tensor:
             return torch.tensor(list(values), dtype=torch.long)
 
         return TurnStates(

@@ -72,7 +72,11 @@ class TokenBatch:
     def to(self, device: torch.device | str) -> TokenBatch:
         """A copy with every tensor on `device`."""
         moved: dict[str, Any] = {
-            f.name: (v.to(device) if isinstance(v := getattr(self, f.name), torch.Tensor | ConstraintBatch | TurnStates) else v)
+            f.name: (
+                v.to(device)
+                if isinstance(v := getattr(self, f.name), torch.Tensor | ConstraintBatch | TurnStates)
+                else v
+            )
             for f in dataclasses.fields(self)
         }
         return TokenBatch(**moved)

@@ -46,7 +46,7 @@ def tree_step(
         [workers.executor.submit(w, RolloutWorker.run, chunk, sampling, None) for w, chunk in busy]
     )
     _, root_stats = merge_rollouts(results)  # renumbers the groups batch-unique, in place
-    frontier = _scored(workers, [played for played, _ in results], score)
+    frontier, scored = _scored(workers, [played for played, _ in results], score)
     played = [t for part in frontier for t in part]
     branch_stats = RolloutStats()
     for level in range(1, tree.depth + 1):
@@ -60,27 +60,31 @@ def tree_step(
         answers = workers.executor.gather(pending)
         for _, stats in answers:
             branch_stats.merge(stats)
-        frontier = _scored(workers, [children for children, _ in answers], score)
+        frontier, tokens = _scored(workers, [children for children, _ in answers], score)
+        scored += tokens
         played += [t for part in frontier for t in part]
     metrics = {f"root/{k.removeprefix('rollout/')}": v for k, v in root_stats.as_metrics().items()}
     metrics.update({f"tree/rollout/{k.removeprefix('rollout/')}": v for k, v in branch_stats.as_metrics().items()})
     metrics.update(tree_metrics(played, root_stats, branch_stats))
     metrics.update(trajectory_metrics(played))
+    if score:
+        metrics["teacher/tokens_scored"] = float(scored)
     metrics["rollout/generated_tokens"] = metrics[STUDENT_TOKENS]  # the step's student tokens, as every strategy logs
     return played, metrics
 
 
-def _scored(workers: WorkerGroup, parts: list[list[Trajectory]], score: bool) -> list[list[Trajectory]]:
-    """`parts` (one list per worker) with the teacher's log-probs on their supervised turns when `score`."""
+def _scored(workers: WorkerGroup, parts: list[list[Trajectory]], score: bool) -> tuple[list[list[Trajectory]], int]:
+    """`parts` (one list per worker) with the teacher's log-probs on their supervised turns when `score`, and the
+    tokens the teacher scored."""
     flat = [t for part in parts for t in part]
     if not score or not flat:
-        return parts
-    scored, _ = workers.score(flat)
+        return parts, 0
+    scored, tokens = workers.score(flat)
     out, start = [], 0
     for part in parts:
         out.append(scored[start : start + len(part)])
         start += len(part)
-    return out
+    return out, tokens
 
 
 def budget(tree: TreeConfig, group_size: int) -> int:
