@@ -25,8 +25,7 @@ SELECT_RULES: tuple[str, ...] = ("uniform", "entropy", "disagreement")
 
 @dataclass(frozen=True)
 class TreeConfig:
-    """The `tree` config section (docs/tree-rollouts.md). Defaults: TreeRL's EPTree (N = 2 forks, T = 2
-    continuations each, L = 1 level) and its entropy-guided forking, which needs no teacher."""
+    """Tree rollouts from forks of the student's episodes (defaults and why: docs/tree-rollouts.md)."""
 
     forks: int = 2
     """N: states forked per expanded episode and level."""
