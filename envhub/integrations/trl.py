@@ -8,6 +8,8 @@
   episodes' returns as `env_reward`, which `envhub_reward` hands to the trainer.
 * `EnvhubToolEnv`: an `environment_factory` class (TRL's tool-calling environment mode): the
   model calls `act(command)`; `get_reward()` scores the episode.
+* `tree_rollout`: a tree of continuations of one task from forks of its live sessions
+  (`envhub.client.tree.play_tree`), for step-level credit (docs/tree-rollouts.md).
 
 Both take the task from the dataset: `task_dataset(...)` writes one row per task, whose
 `prompt` is one conversational user message naming the task (`envhub task <id>`: TRL's
@@ -29,6 +31,7 @@ from datasets import Dataset
 
 from envhub.client import EnvView, SessionPort, Sessions
 from envhub.client.chat import ChatTokens
+from envhub.client.tree import ForkRule, Policy, Tree, play_tree
 from envhub.integrations.text import Render, parse_action, render_turn
 
 TASK_LINE = "envhub task {task_id}\n"
@@ -253,3 +256,27 @@ class EnvhubToolEnv:
     def get_reward(self) -> float:
         """The episode's summed reward so far."""
         return self._reward
+
+
+def tree_rollout(
+    targets: str | Sequence[str],
+    environment: str,
+    task_id: str,
+    act: Policy,
+    fork_at: ForkRule,
+    *,
+    continuations: int = 2,
+    depth: int = 1,
+    seed: int = 0,
+    max_steps: int = 50,
+    **settings: Any,
+) -> Tree:
+    """The episode of `task_id` that `act` plays and `continuations` more from each state `fork_at` picks, `depth`
+    levels deep (`envhub.client.tree.play_tree`); `settings` go to `Sessions.connect` (e.g. admissible=True)."""
+    episodes = Sessions.connect(targets, environment, **settings)
+    try:
+        return play_tree(
+            episodes, task_id, act, fork_at, continuations=continuations, depth=depth, seed=seed, max_steps=max_steps
+        )
+    finally:
+        episodes.close()

@@ -16,7 +16,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
-from envhub.integrations.trl import EnvhubRollout, EnvhubToolEnv, envhub_reward, task_dataset
+from envhub.integrations.trl import EnvhubRollout, EnvhubToolEnv, envhub_reward, task_dataset, tree_rollout
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -151,3 +151,17 @@ def test_the_rollout_generates_through_trls_vllm_when_configured(alfworld_target
         first_turn = mask.index(0)
         assert 0 < first_turn <= 6 and all(lp <= 0.0 for lp in logprobs[:first_turn])  # cut at max_new_tokens
         assert -99.0 not in logprobs and len(ids) == len(mask) == len(logprobs)
+
+
+def test_tree_rollout_plays_continuations_from_forks(alfworld_target: str, expert_plan: list[str]) -> None:
+    tree = tree_rollout(
+        alfworld_target,
+        "alfworld",
+        "train/00000",
+        lambda view: expert_plan[view.step_index],
+        lambda branch: [0] if branch.parent is None else [],
+        continuations=3,
+        max_steps=len(expert_plan),
+    )
+    assert len(tree.branches) == 4 and tree.forks == 3
+    assert all(b.won and b.actions == expert_plan for b in tree.branches)

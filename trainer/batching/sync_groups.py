@@ -8,7 +8,8 @@ response under `rollout.truncation: mask`) are never supervised, and in `history
 A trajectory whose turns are all masked keeps its outcome in its group's GRPO statistics.
 A turn's tokens before `Turn.supervise_from` are context, not supervised (BranchOPD: a branch's
 shared prefix; a turn it copied from its main trajectory has nothing supervised). PBR constraints on
-supervised tokens become the batch's `constraints`.
+supervised tokens become the batch's `constraints`; where each supervised turn sits among its group's
+states (`trainer.batching.states`) becomes its `states`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from trainer.batching.states import StateIndex
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.pbr import ConstraintBatch
 from trainer.rollout.types import Trajectory, Turn
@@ -44,7 +46,9 @@ class SyncGroups:
         if not kept:
             raise ValueError("no complete trajectory to train on (every trajectory was dropped or empty)")
         rows: list[tuple[list[int], list[_Span], int]] = []
+        states = StateIndex()
         for index, trajectory in enumerate(kept):
+            states.add(index, trajectory)
             student = [turn for turn in trajectory.turns if not turn.teacher]
             if self.context == "history":
                 rows.extend(
@@ -58,10 +62,14 @@ class SyncGroups:
         if not rows:
             raise ValueError("no supervised turn to train on (every student turn was masked)")
         with_teacher = all(span.turn.logp_teacher is not None for _, spans, _ in rows for span in spans)
-        return self._tensors(rows, kept, with_teacher)
+        return self._tensors(rows, kept, with_teacher, states)
 
     def _tensors(
-        self, rows: list[tuple[list[int], list[_Span], int]], kept: Sequence[Trajectory], with_teacher: bool
+        self,
+        rows: list[tuple[list[int], list[_Span], int]],
+        kept: Sequence[Trajectory],
+        with_teacher: bool,
+        states: StateIndex,
     ) -> TokenBatch:
         n, s = len(rows), max(len(ids) for ids, _, _ in rows)
         input_ids = torch.full((n, s), self.pad_id, dtype=torch.long)
@@ -72,6 +80,7 @@ class SyncGroups:
         turn_ids = torch.full((n, s), -1, dtype=torch.long)
         traj_ids = torch.tensor([index for _, _, index in rows], dtype=torch.long)
         turn_id = 0
+        supervised: list[Turn] = []
         constraints: list[tuple[int, int, tuple[int, ...], bool]] = []
         for row, (ids, spans, _) in enumerate(rows):
             input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
@@ -90,6 +99,7 @@ class SyncGroups:
                 if with_teacher and span.turn.logp_teacher is not None:
                     logp_teacher[row, span.start : end] = torch.tensor(span.turn.logp_teacher, dtype=torch.float32)
                 turn_ids[row, span.start : end] = turn_id
+                supervised.append(span.turn)
                 turn_id += 1
         return TokenBatch(
             input_ids=input_ids,
@@ -102,6 +112,7 @@ class SyncGroups:
             rewards=torch.tensor([t.reward for t in kept], dtype=torch.float32),
             group_ids=torch.tensor([t.group for t in kept], dtype=torch.long),
             constraints=constraint_batch(constraints),
+            states=states.build(supervised),
         )
 
 

@@ -3,7 +3,8 @@
     A_t = kappa(s) * A_OPD_t * w_{k(t)} + rho(s) * A_GRPO_t
     p(s) = min(s / T, 1);  kappa(s) = max(kappa_min, kappa_init - (kappa_init - kappa_min) p(s))
                            rho(s)   = rho_init + (rho_max - rho_init) p(s)
-with w from T-DUR (`trainer.objectives.tdur`), A_OPD from `opd`, A_GRPO from `grpo`.
+with w from T-DUR (`trainer.objectives.tdur`), A_OPD from `opd`, A_GRPO from `grpo` (or another turn credit,
+`advantage`: `trainer.objectives.credit`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import torch
 from trainer.errors import ObjectiveError
 from trainer.objectives import diagnostics as names
 from trainer.objectives.batch import TokenBatch
-from trainer.objectives.grpo import GrpoConfig, broadcast_trajectory_values, compute_grpo_outcome_advantage
+from trainer.objectives.credit import rl_advantage
+from trainer.objectives.grpo import GrpoConfig
 from trainer.objectives.opd import OpdConfig, compute_opd_token_advantage, require_teacher
 from trainer.objectives.tdur import TDUR_UNITS, TdurUnit, compute_tdur_weights
 
@@ -48,13 +50,19 @@ class AtodConfig:
     """A per-trajectory range of d or h below this normalises to 0.5."""
     epsilon: float = 1e-6
     """GRPO epsilon_A (see GrpoConfig)."""
+    advantage: str = "outcome"
+    """Turn credit of the RL term (see GrpoConfig.advantage)."""
+    gamma: float = 0.95
+    """GiGPO discount (see GrpoConfig.gamma)."""
+    omega: float = 1.0
+    """GiGPO step weight (see GrpoConfig.omega)."""
     logp_floor: float = -10.0
     """OPD log-prob floor (see OpdConfig)."""
     adv_clamp: float = 10.0
     """OPD signal clamp (see OpdConfig)."""
 
     def __post_init__(self) -> None:
-        GrpoConfig(epsilon=self.epsilon)
+        GrpoConfig(epsilon=self.epsilon, advantage=self.advantage, gamma=self.gamma, omega=self.omega)
         OpdConfig(logp_floor=self.logp_floor, adv_clamp=self.adv_clamp)
         if not 0 <= self.kappa_min <= self.kappa_init:
             raise ObjectiveError(
@@ -106,6 +114,9 @@ def atod_advantage(
     tdur: TdurUnit = "turn",
     tdur_eps: float = 1e-8,
     epsilon: float = 1e-6,
+    advantage: str = "outcome",
+    gamma: float = 0.95,
+    omega: float = 1.0,
     logp_floor: float = -10.0,
     adv_clamp: float = 10.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
@@ -124,8 +135,7 @@ def atod_advantage(
         coef_anneal_steps=coef_anneal_steps,
         anneal=anneal,
     )
-    per_traj, grpo_metrics = compute_grpo_outcome_advantage(batch.rewards, batch.group_ids, epsilon=epsilon)
-    a_grpo = broadcast_trajectory_values(per_traj.to(batch.logp_old.dtype), batch.traj_ids, batch.loss_mask)
+    a_grpo, grpo_metrics = rl_advantage(batch, advantage=advantage, epsilon=epsilon, gamma=gamma, omega=omega)
     a_opd, opd_metrics = compute_opd_token_advantage(
         logp_teacher, batch.logp_old, batch.loss_mask, logp_floor=logp_floor, adv_clamp=adv_clamp
     )

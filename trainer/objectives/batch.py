@@ -16,6 +16,7 @@ import torch
 from trainer.errors import BatchError
 from trainer.objectives.pbr import ConstraintBatch
 from trainer.objectives.segments import segment_amax, segment_amin, segment_index
+from trainer.objectives.states import TurnStates
 
 # Log-probs recorded at sampling time may exceed 0 by rounding (bf16, fused kernels); anything beyond is a bug.
 _LOGP_TOLERANCE = 1e-3
@@ -52,6 +53,8 @@ class TokenBatch:
     """(T,) long: task group of each trajectory (GRPO normalises within a group)."""
     constraints: ConstraintBatch | None = None
     """PBR constraints located in the rows (None: no protocol rule fired)."""
+    states: TurnStates | None = None
+    """Where each supervised turn sits among its group's states (the turn credits read it; None: outcome only)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -69,7 +72,11 @@ class TokenBatch:
     def to(self, device: torch.device | str) -> TokenBatch:
         """A copy with every tensor on `device`."""
         moved: dict[str, Any] = {
-            f.name: (v.to(device) if isinstance(v := getattr(self, f.name), torch.Tensor | ConstraintBatch) else v)
+            f.name: (
+                v.to(device)
+                if isinstance(v := getattr(self, f.name), torch.Tensor | ConstraintBatch | TurnStates)
+                else v
+            )
             for f in dataclasses.fields(self)
         }
         return TokenBatch(**moved)
@@ -100,6 +107,8 @@ class TokenBatch:
             raise _error("traj_ids", f"values must lie in 0..{num_traj - 1} (one per trajectory in rewards)")
         self._check_turns_in_one_trajectory()
         self._check_constraints()
+        if self.states is not None and self.states.leaf.numel() != num_traj:
+            raise _error("states", f"{self.states.leaf.numel()} leaves for {num_traj} trajectories")
 
     def _check_constraints(self) -> None:
         c = self.constraints

@@ -17,10 +17,30 @@ class GrpoConfig:
 
     epsilon: float = 1e-6
     """epsilon_A in A_i = (r_i - mean(r)) / (std(r) + epsilon_A): keeps all-equal groups finite."""
+    advantage: str = "outcome"
+    """Turn credit (`trainer.objectives.credit`): `outcome` (GRPO), `anchor` (GiGPO), `tree_mc` (VinePPO-style
+    Monte Carlo values), `tree_sibling` (TreeRL / Tree-GRPO); the tree ones need `rollout.strategy: tree`
+    to credit more than the first turn."""
+    gamma: float = 0.95
+    """GiGPO's discount of the anchor-state return G_u = gamma^(turns to go) R (its paper's 0.95)."""
+    omega: float = 1.0
+    """GiGPO's weight of the step advantage against the episode's (its paper's 1)."""
 
     def __post_init__(self) -> None:
         if not self.epsilon > 0:
             raise ObjectiveError(f"grpo.epsilon must be > 0, got {self.epsilon}", reason="INVALID_OBJECTIVE_CONFIG")
+        check_rl_credit(self.advantage, self.gamma, self.omega)
+
+
+def check_rl_credit(advantage: str, gamma: float, omega: float) -> None:
+    """ObjectiveError unless `advantage` is a registered turn credit, 0 < gamma <= 1 and omega >= 0."""
+    from trainer.objectives.credit import check_credit
+
+    check_credit(advantage)
+    if not 0 < gamma <= 1 or omega < 0:
+        raise ObjectiveError(
+            f"need 0 < gamma <= 1 and omega >= 0, got gamma={gamma}, omega={omega}", reason="INVALID_OBJECTIVE_CONFIG"
+        )
 
 
 def compute_grpo_outcome_advantage(
@@ -64,11 +84,21 @@ def broadcast_trajectory_values(values: torch.Tensor, traj_ids: torch.Tensor, lo
     return torch.where(loss_mask, per_row[:, None], torch.zeros((), dtype=values.dtype, device=values.device))
 
 
-def grpo_advantage(batch: TokenBatch, *, step: int = 0, epsilon: float = 1e-6) -> tuple[torch.Tensor, dict[str, float]]:
-    """GRPO token advantages (N, S): A_i of trajectory i on each of its supervised tokens, 0 elsewhere.
+def grpo_advantage(
+    batch: TokenBatch,
+    *,
+    step: int = 0,
+    epsilon: float = 1e-6,
+    advantage: str = "outcome",
+    gamma: float = 0.95,
+    omega: float = 1.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GRPO token advantages (N, S): each supervised token gets its turn's credit (`advantage`; `outcome`:
+    A_i of its trajectory i), 0 elsewhere.
 
     `step` is unused (GRPO has no schedule); it is accepted for the registry's uniform signature.
     """
+    from trainer.objectives.credit import rl_advantage
+
     del step
-    per_traj, metrics = compute_grpo_outcome_advantage(batch.rewards, batch.group_ids, epsilon=epsilon)
-    return broadcast_trajectory_values(per_traj.to(batch.logp_old.dtype), batch.traj_ids, batch.loss_mask), metrics
+    return rl_advantage(batch, advantage=advantage, epsilon=epsilon, gamma=gamma, omega=omega)

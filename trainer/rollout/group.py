@@ -83,6 +83,10 @@ class RolloutStats:
     rewinds: int = 0
     """Takeovers that first restored the last progressing turn's snapshot."""
     dropped: Counter[str] = field(default_factory=Counter)
+    forks: int = 0
+    """Sessions put back into a recorded state to play continuations from (restores plus ForkSession calls)."""
+    fork_s: float = 0.0
+    """Seconds those restores and forks took (summed over the calls, which run side by side)."""
     generate_s: float = 0.0
     step_s: float = 0.0
     wall_s: float = 0.0
@@ -113,6 +117,8 @@ class RolloutStats:
             "takeover/turns": float(self.teacher_turns),
             "takeover/rewinds": float(self.rewinds),
             "rollout/dropped": float(sum(self.dropped.values())),
+            "rollout/forks": float(self.forks),
+            "rollout/fork_s": self.fork_s,
             "rollout/generate_s": self.generate_s,
             "rollout/step_s": self.step_s,
             "rollout/wall_s": self.wall_s,

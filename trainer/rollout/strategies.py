@@ -135,7 +135,7 @@ class Strategy:
 
 _STRATEGIES: dict[str, Strategy] = {}
 _HOOKS: dict[str, HookFactory] = {}
-PLUGIN_MODULES: list[str] = ["trainer.rollout.recovery", "trainer.branching.plugin"]
+PLUGIN_MODULES: list[str] = ["trainer.rollout.recovery", "trainer.branching.plugin", "trainer.tree.plugin"]
 """Modules that register further strategies and hooks; imported at the first lookup."""
 _modules_loaded = False
 

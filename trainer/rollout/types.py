@@ -47,6 +47,9 @@ class Turn:
     for a turn a branch copied from its main trajectory)."""
     constraints: list[Constraint] = field(default_factory=list)
     """PBR constraints the protocol rules detected in this response."""
+    node: int | None = None
+    """The state this turn leads to in its task's rollout tree (`rollout.strategy: tree`; a branch's copy of a
+    shared turn names its original's node); None: a state of its own."""
     prompt_text: str = ""
     """The user message of the turn as rendered (its newest part in `full` mode); empty for a resumed branch turn."""
 

@@ -64,7 +64,12 @@ def test_a_registered_objective_is_selectable_with_its_own_rules(monkeypatch: py
         config_from_dict({"objective": {"name": "triple"}, "rollout": {"group_size": 2}})
     with pytest.raises(ConfigError, match="needs a teacher"):
         config_from_dict({"objective": {"name": "triple"}, "models": {"teacher": None}})
-    assert spec.params_schema() == {"epsilon": {"type": "float", "default": 1e-6}}
+    assert spec.params_schema() == {
+        "epsilon": {"type": "float", "default": 1e-6},
+        "advantage": {"type": "str", "default": "outcome"},
+        "gamma": {"type": "float", "default": 0.95},
+        "omega": {"type": "float", "default": 1.0},
+    }
 
 
 def test_config_errors_are_the_trainers_own() -> None:

@@ -15,7 +15,7 @@ from trainer.models.missing import ModelsNotFound, check_models
 from trainer.quickstart.models import SHIPPED
 
 CONFIGS = Path(load_config.__code__.co_filename).parent / "configs"
-FROM_QUICKSTART = ("quickstart.yaml", "grpo-tiny.yaml", "divopd-tiny.yaml", "branchopd-tiny.yaml")
+FROM_QUICKSTART = ("quickstart.yaml", "grpo-tiny.yaml", "divopd-tiny.yaml", "branchopd-tiny.yaml", "tree-tiny.yaml")
 """The CPU configs that start from the quickstart's student-warm and teacher-sft."""
 ONE_STEP = (
     "steps=1",

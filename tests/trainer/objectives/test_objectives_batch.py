@@ -33,8 +33,8 @@ def test_to_device_copies_every_tensor(canonical_batch: TokenBatch) -> None:
     moved = canonical_batch.to("cpu")
     assert moved is not canonical_batch
     for f in dataclasses.fields(TokenBatch):
-        if f.name == "constraints":
-            assert moved.constraints is canonical_batch.constraints is None
+        if f.name in ("constraints", "states"):
+            assert getattr(moved, f.name) is getattr(canonical_batch, f.name) is None
             continue
         assert torch.equal(getattr(moved, f.name), getattr(canonical_batch, f.name))
 

@@ -70,6 +70,8 @@ def test_merge_sums_every_counter_and_keeps_the_longest_wall_time() -> None:
             teacher_turns=6 * n,
             rewinds=7 * n,
             dropped=Counter({"deadline": n, f"only-{n}": 1}),
+            forks=8 * n,
+            fork_s=0.125 * n,
             generate_s=0.5 * n,
             step_s=0.25 * n,
             wall_s=float(n),
@@ -87,6 +89,8 @@ def test_merge_sums_every_counter_and_keeps_the_longest_wall_time() -> None:
         "teacher_turns": 18,
         "rewinds": 21,
         "dropped": Counter({"deadline": 3, "only-1": 1, "only-2": 1}),
+        "forks": 24,
+        "fork_s": 0.375,  # summed: the forks of different workers are different calls
         "generate_s": 1.5,
         "step_s": 0.75,
         "wall_s": 2.0,  # workers run side by side: the merged call took as long as the slowest

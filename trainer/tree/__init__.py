@@ -1,0 +1,1 @@
+"""Tree rollouts from live forks (`rollout.strategy: tree`): docs/tree-rollouts.md."""
