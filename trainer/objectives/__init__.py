@@ -3,7 +3,7 @@ term, the PPO actor loss, and the registry the config and learner read."""
 
 from trainer.objectives.atod import AtodConfig, atod_advantage, atod_coefficients
 from trainer.objectives.batch import TokenBatch
-from trainer.objectives.grpo import GrpoConfig, compute_grpo_outcome_advantage, grpo_advantage
+from trainer.objectives.grpo import GrpoConfig, grpo_advantage
 from trainer.objectives.loss import (
     REDUCTIONS,
     ActorLossConfig,
@@ -13,6 +13,7 @@ from trainer.objectives.loss import (
     reduction_unit_ids,
 )
 from trainer.objectives.opd import OpdConfig, compute_opd_token_advantage, opd_advantage, turn_kl_scores
+from trainer.objectives.outcome import compute_grpo_outcome_advantage
 from trainer.objectives.registry import (
     ObjectiveSpec,
     build_config,

@@ -21,7 +21,7 @@ import torch
 
 from trainer.errors import ObjectiveError
 from trainer.objectives.batch import TokenBatch
-from trainer.objectives.grpo import broadcast_trajectory_values, compute_grpo_outcome_advantage
+from trainer.objectives.outcome import broadcast_trajectory_values, compute_grpo_outcome_advantage
 from trainer.objectives.segments import segment_count, segment_index, segment_sum
 from trainer.objectives.states import TurnStates
 
