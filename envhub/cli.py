@@ -1,4 +1,4 @@
-"""The `envhub` command: `serve` (default), `play`, `bench` and `retriever` (Search-QA)."""
+"""The `envhub` command: `serve` (default), `prepare`, `play`, `bench` and `retriever` (Search-QA)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from envhub import prepare as preparing
 from envhub import telemetry
 from envhub.core.errors import EnvhubError
 from envhub.envs.searchqa import cli as searchqa_cli
@@ -117,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-format", choices=FORMATS, default="text", help="json: one JSON object per line")
     sub = parser.add_subparsers(dest="command")
     _serve_parser(sub)
+    preparing.prepare_parser(sub)
     play = sub.add_parser("play", help="play a task by hand")
     _client_arguments(play)
     play.add_argument("--task", default=None, help="task id, e.g. boil/0 (default: the first train task)")
@@ -319,7 +321,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args([*argv, "serve"])
     telemetry.configure_logs(args.log_level, args.log_format, trace_ids=getattr(args, "tracing", "off") != "off")
-    commands = {"serve": _serve, "play": _play, "bench": _bench, "retriever": searchqa_cli.run}
+    commands = {
+        "serve": _serve,
+        "prepare": preparing.run,
+        "play": _play,
+        "bench": _bench,
+        "retriever": searchqa_cli.run,
+    }
     return commands[args.command](args)
 
 
