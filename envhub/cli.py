@@ -129,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument(
         "--profile",
-        choices=("serving", "rollout", "latency", "soak", "failover", "kube", "slo"),
+        choices=("serving", "rollout", "latency", "soak", "failover", "kube", "slo", "ready"),
         default="serving",
         help="serving: latency, throughput, restore, memory; rollout: N sessions stepping once per turn "
         "through step_many, against the in-process ideal (docs/results/envhub-bench-rollout-<env>.md); "
@@ -141,7 +141,9 @@ def _parser() -> argparse.ArgumentParser:
         "played with podman kube play, a pod killed and a rolling restart under a rollout, no episode lost "
         "(docs/results/envhub-kube-play-<env>.md); slo: p50/p99/max of step, StepBatch, create, fork, snapshot, "
         "restore and memory per session at 1,024 and 4,096 sessions beside the in-process cost "
-        "(docs/results/envhub-bench-slo-<env>.md)",
+        "(docs/results/envhub-bench-slo-<env>.md); ready (ALFWorld): cold generation by `envhub prepare` on 1 "
+        "and 2 processes, steps of playing sessions meanwhile, and a fresh server's time to 1,024 sessions of "
+        "128 tasks on a prepared cache (docs/results/envhub-bench-ready-alfworld.md)",
     )
     bench.add_argument(
         "--sessions",
@@ -268,6 +270,11 @@ def _bench(args: argparse.Namespace) -> int:
             args.env or "searchqa", args.out, args.sessions or 16, quiet_s=args.phase_s or 15.0
         )
         return 0 if run_kube_bench(settings)["passed"] else 1
+    if args.profile == "ready":
+        from envhub.bench.ready import ReadyBenchSettings, run_ready_bench
+
+        run_ready_bench(ReadyBenchSettings(args.out, args.sessions or 1024, workers=args.workers))
+        return 0
     args.env = args.env or DEFAULT_ENV
     if args.profile == "slo":
         from envhub.bench.slo import SloBenchSettings, run_slo_bench

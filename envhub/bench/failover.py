@@ -39,6 +39,7 @@ from envhub.client.failover import SNAPSHOT_EVERY, FailoverTransport
 
 KEY = "envhub-bench-failover-key"
 INTERVALS = (1, 2, 4)
+REPLAY_BOUNDS = (8, 16)
 TARGET_S = 3.0
 """The issue's target: 512 sessions of a killed replica stepping again within 3 s of the kill."""
 
@@ -55,7 +56,10 @@ class FailoverBenchSettings:
     workers: int = 2
     kills: int = 5
     """Recoveries measured (each on fresh replicas, the modes interleaved) with the default concurrency:
-    batched cold and warm, one restore call per session cold; the one-at-a-time baseline once."""
+    batched cold and warm, one restore call per session cold, replay log cold; the one-at-a-time baseline once."""
+    replay_bounds: tuple[int, ...] = REPLAY_BOUNDS
+    """Snapshot intervals of the replay-log protection measured (overhead: each over as many timed turns,
+    so it pays one round of snapshots; recovery: the largest, killed just before its snapshots are due)."""
 
 
 def _say(message: str) -> None:
@@ -113,31 +117,42 @@ def _overhead(settings: FailoverBenchSettings, actions: Iterator[str]) -> dict[s
     means: dict[str, float] = {}
     with _replicas(settings) as servers:
         targets = [server.target for server in servers]
-        makers: list[tuple[str, Callable[[], EnvhubClient]]] = [("plain pool", lambda: EnvhubPool(targets))]
-        makers += [(f"failover k={k}", _failover_client(targets, k)) for k in INTERVALS]
-        for name, make in makers:
+        makers: list[tuple[str, Callable[[], EnvhubClient], int]] = [
+            ("plain pool", lambda: EnvhubPool(targets), settings.turns)
+        ]
+        makers += [(f"failover k={k}", _failover_client(targets, k), settings.turns) for k in INTERVALS]
+        makers += [
+            (f"replay log k={k}", _failover_client(targets, k), max(k, settings.turns)) for k in settings.replay_bounds
+        ]
+        for name, make, turns in makers:
             with make() as client:
                 ids = _sessions(client, settings)
                 _turn(client, ids, next(actions))  # untimed: caches warm
-                times = [_turn(client, ids, next(actions))[0] for _ in range(settings.turns)]
+                times = [_turn(client, ids, next(actions))[0] for _ in range(turns)]
                 means[name] = statistics.fmean(times)
                 for session in ids:
                     client.close_session(session)
-            _say(f"  {name}: turn {means[name]:.3f} s (mean of {settings.turns})")
+            _say(f"  {name}: turn {means[name]:.3f} s (mean of {turns})")
     return means
 
 
 def _recovery(
-    settings: FailoverBenchSettings, concurrency: int, actions: list[str], warm: bool, batch_bytes: int
+    settings: FailoverBenchSettings,
+    concurrency: int,
+    actions: list[str],
+    warm: bool,
+    batch_bytes: int,
+    every: int = SNAPSHOT_EVERY,
+    before: int = 3,
 ) -> dict[str, Any]:
-    """Kill one replica after 3 turns; the next turn's time from the kill, and whether every result
-    equals the undisturbed twin's. `warm`: the twins play on the replica left, whose workers so hold
-    every task (as in a fleet that served them before); else on a third server, so the replica left
-    loads each of the killed one's tasks at its first restore."""
+    """Kill one replica after `before` turns (snapshots every `every` steps); the next turn's time from
+    the kill, and whether every result equals the undisturbed twin's. `warm`: the twins play on the
+    replica left, whose workers so hold every task (as in a fleet that served them before); else on a
+    third server, so the replica left loads each of the killed one's tasks at its first restore."""
     with _replicas(settings, 2 if warm else 3) as started:
         servers = started[:2]
         targets = [s.target for s in servers]
-        transport = FailoverTransport.over(targets, SNAPSHOT_EVERY, concurrency=concurrency, batch_bytes=batch_bytes)
+        transport = FailoverTransport.over(targets, every, concurrency=concurrency, batch_bytes=batch_bytes)
         with EnvhubClient(transport) as client, EnvhubClient(started[-1].target) as twins:
             task_of = _groups(client, settings)
             ids = list(task_of)
@@ -148,18 +163,19 @@ def _recovery(
                 task: twins.create_session(settings.environment, task, max_steps=10**6).session_id
                 for task in set(task_of.values())
             }
-            for action in actions[:3]:
+            for action in actions[:before]:
                 _turn(client, ids, action)
                 twins.step_many([(session, action) for session in twin.values()])
             transport.settle()  # the background snapshots of the last turn are in
+            held = max(len(session.replay) for session in map(transport.tracked, ids) if session is not None)
             servers[0].process.kill()
             killed_at = time.perf_counter()
-            results = client.step_many([(session, actions[3]) for session in ids])
+            results = client.step_many([(session, actions[before]) for session in ids])
             done = time.perf_counter()
             move = transport.last_move
             assert move is not None and move.replica == replica, "the killed replica's sessions moved"
             expected = dict(
-                zip(twin, twins.step_many([(session, actions[3]) for session in twin.values()]), strict=True)
+                zip(twin, twins.step_many([(session, actions[before]) for session in twin.values()]), strict=True)
             )
             equal = all(result == expected[task_of[session]] for session, result in zip(ids, results, strict=True))
             for session in [*ids, *twin.values()]:
@@ -181,6 +197,8 @@ def _recovery(
         "concurrency": concurrency,
         "batch_bytes": batch_bytes,
         "warm": warm,
+        "snapshot_every": every,
+        "steps_to_replay": held,
         "sessions_on_killed_replica": on_killed,
         "stepping_again_s": done - killed_at,
         "phases_s": phases,
@@ -197,6 +215,8 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "concurrency": runs[0]["concurrency"],
         "batch_bytes": runs[0]["batch_bytes"],
         "warm": runs[0]["warm"],
+        "snapshot_every": runs[0]["snapshot_every"],
+        "steps_to_replay": max(run["steps_to_replay"] for run in runs),
         "kills": len(runs),
         "sessions_on_killed_replica": min(run["sessions_on_killed_replica"] for run in runs),
         "stepping_again_s": statistics.median(seconds),
@@ -214,15 +234,18 @@ def _modes(settings: FailoverBenchSettings, actions: list[str]) -> dict[str, dic
     """Every recovery mode, its kills interleaved (batched cold, one call each cold, batched warm, then
     again), so a shared machine's load drifting over the run weighs on every mode alike; the
     one-at-a-time baseline once, at the end."""
+    bound = max(settings.replay_bounds)
     modes = {
-        "recovery": (moves.CONCURRENCY, False, moves.BATCH_BYTES),
-        "recovery_unbatched": (moves.CONCURRENCY, False, 0),
-        "recovery_warm": (moves.CONCURRENCY, True, moves.BATCH_BYTES),
+        "recovery": (moves.CONCURRENCY, False, moves.BATCH_BYTES, SNAPSHOT_EVERY, 3),
+        "recovery_unbatched": (moves.CONCURRENCY, False, 0, SNAPSHOT_EVERY, 3),
+        "recovery_warm": (moves.CONCURRENCY, True, moves.BATCH_BYTES, SNAPSHOT_EVERY, 3),
+        # the replay log at its longest: killed when its sessions are one step short of new snapshots
+        "recovery_replay_log": (moves.CONCURRENCY, False, moves.BATCH_BYTES, bound, bound - 1),
     }
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for _ in range(settings.kills):
-        for mode, (concurrency, warm, batch_bytes) in modes.items():
-            runs[mode].append(_recovery(settings, concurrency, actions, warm, batch_bytes))
+        for mode, (concurrency, warm, batch_bytes, every, before) in modes.items():
+            runs[mode].append(_recovery(settings, concurrency, actions, warm, batch_bytes, every, before))
     runs["recovery_serial"] = [_recovery(settings, 1, actions, False, 0)]
     return {mode: _summary(kills) for mode, kills in runs.items()}
 
@@ -255,7 +278,7 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
     cycle = itertools.cycle(profile.actions)
     _say(f"{settings.environment}: {settings.sessions} sessions over 2 replicas, overhead of failover")
     overhead = _overhead(settings, cycle)
-    actions = [next(cycle) for _ in range(4)]
+    actions = [next(cycle) for _ in range(max(settings.replay_bounds) + 1)]
     _say(f"{settings.environment}: recovery of the sessions of a killed replica")
     modes = _modes(settings, actions)
     parallel, unbatched, serial = modes["recovery"], modes["recovery_unbatched"], modes["recovery_serial"]
@@ -285,11 +308,12 @@ def _write(result: dict[str, Any], out: Path) -> None:
     (out / "envhub-failover-recovery.json").write_text(json.dumps(result, indent=2) + "\n")
     plain = result["overhead_turn_s"]["plain pool"]
     parallel, warm, serial = result["recovery"], result["recovery_warm"], result["recovery_serial"]
-    unbatched = result["recovery_unbatched"]
+    unbatched, replay = result["recovery_unbatched"], result["recovery_replay_log"]
     modes = (
         (f"batched restores (concurrency {parallel['concurrency']}), cold", parallel),
         (f"batched restores (concurrency {warm['concurrency']}), warm", warm),
         (f"one restore call per session (concurrency {unbatched['concurrency']}), cold", unbatched),
+        (f"replay log (snapshot every {replay['snapshot_every']} steps), cold", replay),
         ("one at a time (baseline), cold", serial),
     )
     lines = [
@@ -307,7 +331,11 @@ def _write(result: dict[str, Any], out: Path) -> None:
         lines.append(f"| {name} | {seconds:.3f} | {seconds / plain:.2f}x |")
     lines += [
         "",
-        f"One replica SIGKILLed after 3 turns (snapshot every {result['snapshot_every_default']} steps): "
+        "Replay log k: snapshots only after creation and every k steps (`snapshot_every` k), each over k timed "
+        "turns so it pays one round of snapshots.",
+        "",
+        f"One replica SIGKILLed after 3 turns (snapshot every {result['snapshot_every_default']} steps; the replay "
+        f"log: after {replay['snapshot_every'] - 1} turns, {replay['steps_to_replay']} steps to replay at most): "
         "the next turn, from the kill until every session has its step's result. Cold: the replica left had not "
         "held the killed one's tasks, so its first restore of each loads that game; warm: its workers held every "
         "task already (as in a fleet that served them before). Each result is checked against an undisturbed twin:",
