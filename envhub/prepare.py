@@ -81,10 +81,10 @@ def chosen_tasks(kind: EnvironmentKind, counts: int | Mapping[str, int]) -> list
     return chosen
 
 
-def _init_worker(environment: str, config: Mapping[str, Any]) -> None:
+def _init_worker(environment: str, config: Mapping[str, Any], niceness: int) -> None:
     """Pool initializer: a lower priority, then one instance of the kind per process."""
     global _kind
-    os.nice(NICENESS)
+    os.nice(niceness)
     _kind = build_kind(environment, config)
 
 
@@ -102,12 +102,13 @@ def prepare(
     cache: str | Path | None = None,
     counts: int | Mapping[str, int] = 0,
     workers: int | None = None,
+    niceness: int = NICENESS,
     progress: bool = False,
 ) -> PrepareReport:
     """Build `environment`'s data (with server settings `config`) into `cache` (default `$ENVHUB_CACHE`).
 
     `counts`: which tasks (`chosen_tasks`; 0: every task of every split). `workers`: processes for
-    the per-task work (default: every core of this process's CPU set)."""
+    the per-task work (default: every core of this process's CPU set), `niceness` lower in priority."""
     started = time.perf_counter()
     if cache is not None:
         os.environ[CACHE_ENV] = str(Path(cache).resolve())  # this process's kind and the pool's processes
@@ -121,7 +122,7 @@ def prepare(
         kind.close()
     if missing:
         context = multiprocessing.get_context("spawn")  # no fork of a process holding native libraries
-        with context.Pool(min(workers, len(missing)), _init_worker, (environment, settings)) as pool:
+        with context.Pool(min(workers, len(missing)), _init_worker, (environment, settings, niceness)) as pool:
             for done, _ in enumerate(pool.imap_unordered(_prepare_one, missing), 1):
                 if progress and (done % 100 == 0 or done == len(missing)):
                     print(f"{done}/{len(missing)} tasks, {time.perf_counter() - started:.0f} s", flush=True)
@@ -149,6 +150,13 @@ def prepare_parser(sub: Any) -> None:
         help="N (the first N tasks of every split; 0, the default: all) or SPLIT:N[,SPLIT:N...] (e.g. train:128)",
     )
     p.add_argument("--workers", type=int, default=None, help="processes for per-task work (default: every core)")
+    p.add_argument(
+        "--niceness",
+        type=int,
+        default=NICENESS,
+        help=f"how much lower their CPU priority is (default {NICENESS}, as a server's preparation lane: a server "
+        "playing on the same machine keeps its pace; 0 on a machine doing nothing else, e.g. an image build)",
+    )
 
 
 def run(args: Any) -> int:
@@ -158,7 +166,15 @@ def run(args: Any) -> int:
     try:
         settings = environment_config((args.env,), args.env_config, args.set).get(args.env, {})
         counts = parse_counts(args.tasks)
-        report = prepare(args.env, settings, cache=args.cache, counts=counts, workers=args.workers, progress=True)
+        report = prepare(
+            args.env,
+            settings,
+            cache=args.cache,
+            counts=counts,
+            workers=args.workers,
+            niceness=args.niceness,
+            progress=True,
+        )
     except (ValueError, KeyError) as error:
         print(f"cannot prepare: {error}")
         return 2

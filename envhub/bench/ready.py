@@ -2,15 +2,16 @@
 
 In one run (ALFWorld, generated games):
 
-* **cold generation**: `envhub prepare` of `games` cold games with 1 and with 2 processes,
+* **cold generation**: `envhub prepare --niceness 0` of `games` cold games with 1 and with 2 processes
+  (their priority is not what this compares: at a lower one, other work on a shared machine decides),
   `repeats` times each, interleaved (the order alternates), each into a fresh cache: medians, the
   speed-up, and the load average around each run (the machine is shared);
 * **steps meanwhile**: a server with `playing` sessions on prepared games steps StepBatch turns,
-  quiet and while `envhub prepare` makes cold games beside it at its lower priority: turn p50 and
+  quiet and while `envhub prepare` makes `beside` cold games next to it at its lower priority: turn p50 and
   p99 in both phases;
 * **ready**: `envhub serve` started `ready_runs` times on a cache holding the `tasks` games, each
   timed from the process's start to all `sessions` sessions created (`group` per task: a create and
-  its forks); once on a cold cache as the baseline (the server makes the games itself).
+  its forks); with `cold_baseline`, once on a cold cache (the server makes the games itself).
 """
 
 from __future__ import annotations
@@ -48,14 +49,17 @@ class ReadyBenchSettings:
     group: int = 8
     workers: int = 2
     """Server worker processes."""
-    games: int = 32
+    games: int = 12
     """Cold games per generation run."""
-    repeats: int = 3
+    repeats: int = 2
     """Generation runs per process count."""
     playing: int = 64
     """Sessions stepping while games are made beside them."""
+    beside: int = 4
+    """Cold games made beside them (by `envhub prepare` at its default lower priority)."""
     ready_runs: int = 3
-    cold_baseline: bool = True
+    cold_baseline: bool = False
+    """Also time a fresh server on a cold cache (it makes the 128 games itself: minutes on 2 cores)."""
 
 
 def _say(message: str) -> None:
@@ -73,7 +77,9 @@ def _generation(settings: ReadyBenchSettings) -> dict[str, Any]:
         for workers in (1, 2) if repeat % 2 == 0 else (2, 1):
             with tempfile.TemporaryDirectory(prefix="envhub-ready-gen-") as cache:
                 load = _load()
-                report = prepare(ENVIRONMENT, cache=cache, counts={"train": settings.games}, workers=workers)
+                report = prepare(
+                    ENVIRONMENT, cache=cache, counts={"train": settings.games}, workers=workers, niceness=0
+                )
                 runs.append({"workers": workers, "seconds": report.seconds, "load_before": load, "load_after": _load()})
                 _say(f"  generation: {runs[-1]}")
     medians = {
@@ -132,7 +138,7 @@ def _steps_meanwhile(settings: ReadyBenchSettings, cache: str, tasks: Sequence[s
         ids = _create_all(server.target, tasks[: settings.playing // group], group)
         quiet = _turns(client, ids, 20.0)
         command = [sys.executable, "-m", "envhub.cli", "--log-level", "WARNING", "prepare", "--env", ENVIRONMENT]
-        command += ["--cache", cold, "--tasks", f"train:{settings.games}", "--workers", "2"]
+        command += ["--cache", cold, "--tasks", f"train:{settings.beside}", "--workers", "2"]
         busy: list[float] = []
         load = _load()
         with subprocess.Popen(command, stdout=subprocess.DEVNULL) as preparing:
@@ -161,7 +167,7 @@ def run_ready_bench(settings: ReadyBenchSettings) -> dict[str, Any]:
         result["generation"] = _generation(settings)
         with tempfile.TemporaryDirectory(prefix="envhub-ready-") as cache:
             _say(f"envhub prepare: {settings.tasks} games...")
-            report = prepare(ENVIRONMENT, cache=cache, counts={"train": settings.tasks})
+            report = prepare(ENVIRONMENT, cache=cache, counts={"train": settings.tasks}, niceness=0)
             result["prepare"] = asdict(report)
             _say(f"steps of {settings.playing} sessions quiet and while games are made...")
             result["steps_meanwhile"] = _steps_meanwhile(settings, cache, tasks)
