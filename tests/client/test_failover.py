@@ -8,7 +8,6 @@ draining replica move by a fresh snapshot, without replay (the toy kind).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import signal
 
 import grpc
@@ -19,6 +18,7 @@ from envhub.client import EnvhubClient, types
 from envhub.client.failover import FailoverTransport
 from envhub.core.errors import EnvhubError
 from envhub.testing import REFERENCE, wait_until_draining
+from envhub.v1 import envhub_pb2 as pb
 
 EPISODES = 6
 TURNS = 8
@@ -98,7 +98,10 @@ def test_a_replay_that_does_not_reproduce_is_an_error_not_a_different_episode(mo
         # (as when an environment is not deterministic).
         record = transport._sessions[session]
         call, seen = record.replay[0]
-        record.replay[0] = (call, dataclasses.replace(seen, reward=seen.reward + 1.0))
+        changed = pb.StepResult()
+        changed.CopyFrom(seen)
+        changed.reward += 1.0
+        record.replay[0] = (call, changed)
         owner = next(s for s in servers if transport.pool.replicas[session.split(".", 1)[0]].target == s.target)
         owner.process.send_signal(signal.SIGKILL)
         with pytest.raises(EnvhubError) as diverged:
