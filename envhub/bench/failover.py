@@ -35,11 +35,11 @@ from envhub.bench.rollout import SERVER_SETTINGS
 from envhub.bench.run import PROFILES
 from envhub.client import EnvhubClient, EnvhubPool
 from envhub.client import recovery as moves
-from envhub.client.failover import SNAPSHOT_EVERY, FailoverTransport
+from envhub.client.failover import REPLAY_BOUND, SNAPSHOT_EVERY, FailoverTransport
 
 KEY = "envhub-bench-failover-key"
 INTERVALS = (1, 2, 4)
-REPLAY_BOUNDS = (16,)
+REPLAY_BOUNDS = (REPLAY_BOUND,)
 TARGET_S = 3.0
 """The issue's target: 512 sessions of a killed replica stepping again within 3 s of the kill."""
 
