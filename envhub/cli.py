@@ -1,4 +1,4 @@
-"""The `envhub` command: `serve` (default), `play`, `bench` and `retriever` (Search-QA)."""
+"""The `envhub` command: `serve` (default), `prepare`, `play`, `bench` and `retriever` (Search-QA)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from envhub import prepare as preparing
 from envhub import telemetry
 from envhub.core.errors import EnvhubError
 from envhub.envs.searchqa import cli as searchqa_cli
@@ -117,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-format", choices=FORMATS, default="text", help="json: one JSON object per line")
     sub = parser.add_subparsers(dest="command")
     _serve_parser(sub)
+    preparing.prepare_parser(sub)
     play = sub.add_parser("play", help="play a task by hand")
     _client_arguments(play)
     play.add_argument("--task", default=None, help="task id, e.g. boil/0 (default: the first train task)")
@@ -127,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="docs/results", help="folder for envhub-bench-<env>.json and .md")
     bench.add_argument(
         "--profile",
-        choices=("serving", "rollout", "latency", "soak", "failover", "kube", "slo", "percall"),
+        choices=("serving", "rollout", "latency", "soak", "failover", "kube", "slo", "percall", "ready"),
         default="serving",
         help="serving: latency, throughput, restore, memory; rollout: N sessions stepping once per turn "
         "through step_many, against the in-process ideal (docs/results/envhub-bench-rollout-<env>.md); "
@@ -142,7 +144,9 @@ def _parser() -> argparse.ArgumentParser:
         "(docs/results/envhub-bench-slo-<env>.md); percall: CPU per step of the server's front, worker and client "
         "and steps/s at 1, 64 and 256 sessions on the toy environment, unary, SessionStream and StepBatch, beside a "
         "minimal WebSocket server, with a profile of the front; --env also measures that environment's "
-        "served/in-process step ratio (docs/results/envhub-bench-percall.md)",
+        "served/in-process step ratio (docs/results/envhub-bench-percall.md); ready (ALFWorld): cold generation "
+        "by `envhub prepare` on 1 and 2 processes, steps of playing sessions meanwhile, and a fresh server's time "
+        "to 1,024 sessions of 128 tasks on a prepared cache (docs/results/envhub-bench-ready-alfworld.md)",
     )
     bench.add_argument(
         "--sessions",
@@ -280,6 +284,11 @@ def _bench(args: argparse.Namespace) -> int:
 
         run_percall_bench(PercallSettings(args.out, environment=args.env, before_tree=args.compare_tree))
         return 0
+    if args.profile == "ready":
+        from envhub.bench.ready import ReadyBenchSettings, run_ready_bench
+
+        run_ready_bench(ReadyBenchSettings(args.out, args.sessions or 1024, workers=args.workers))
+        return 0
     args.env = args.env or DEFAULT_ENV
     if args.profile == "slo":
         from envhub.bench.slo import SloBenchSettings, run_slo_bench
@@ -333,7 +342,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args([*argv, "serve"])
     telemetry.configure_logs(args.log_level, args.log_format, trace_ids=getattr(args, "tracing", "off") != "off")
-    commands = {"serve": _serve, "play": _play, "bench": _bench, "retriever": searchqa_cli.run}
+    commands = {
+        "serve": _serve,
+        "prepare": preparing.run,
+        "play": _play,
+        "bench": _bench,
+        "retriever": searchqa_cli.run,
+    }
     return commands[args.command](args)
 
 

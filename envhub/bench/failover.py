@@ -35,10 +35,11 @@ from envhub.bench.rollout import SERVER_SETTINGS
 from envhub.bench.run import PROFILES
 from envhub.client import EnvhubClient, EnvhubPool
 from envhub.client import recovery as moves
-from envhub.client.failover import SNAPSHOT_EVERY, FailoverTransport
+from envhub.client.failover import REPLAY_BOUND, SNAPSHOT_EVERY, FailoverTransport
 
 KEY = "envhub-bench-failover-key"
 INTERVALS = (1, 2, 4)
+REPLAY_BOUNDS = (REPLAY_BOUND,)
 TARGET_S = 3.0
 """The issue's target: 512 sessions of a killed replica stepping again within 3 s of the kill."""
 
@@ -55,7 +56,10 @@ class FailoverBenchSettings:
     workers: int = 2
     kills: int = 5
     """Recoveries measured (each on fresh replicas, the modes interleaved) with the default concurrency:
-    batched cold and warm, one restore call per session cold; the one-at-a-time baseline once."""
+    batched cold and warm, one restore call per session cold, replay log cold; the one-at-a-time baseline once."""
+    replay_bounds: tuple[int, ...] = REPLAY_BOUNDS
+    """Snapshot intervals of the replay-log protection measured (overhead: each over as many timed turns,
+    so it pays one round of snapshots; recovery: the largest, killed just before its snapshots are due)."""
 
 
 def _say(message: str) -> None:
@@ -113,31 +117,83 @@ def _overhead(settings: FailoverBenchSettings, actions: Iterator[str]) -> dict[s
     means: dict[str, float] = {}
     with _replicas(settings) as servers:
         targets = [server.target for server in servers]
-        makers: list[tuple[str, Callable[[], EnvhubClient]]] = [("plain pool", lambda: EnvhubPool(targets))]
-        makers += [(f"failover k={k}", _failover_client(targets, k)) for k in INTERVALS]
-        for name, make in makers:
+        makers: list[tuple[str, Callable[[], EnvhubClient], int]] = [
+            ("plain pool", lambda: EnvhubPool(targets), settings.turns)
+        ]
+        makers += [(f"failover k={k}", _failover_client(targets, k), settings.turns) for k in INTERVALS]
+        for name, make, turns in makers:
             with make() as client:
                 ids = _sessions(client, settings)
                 _turn(client, ids, next(actions))  # untimed: caches warm
-                times = [_turn(client, ids, next(actions))[0] for _ in range(settings.turns)]
+                times = [_turn(client, ids, next(actions))[0] for _ in range(turns)]
                 means[name] = statistics.fmean(times)
                 for session in ids:
                     client.close_session(session)
-            _say(f"  {name}: turn {means[name]:.3f} s (mean of {settings.turns})")
+            _say(f"  {name}: turn {means[name]:.3f} s (mean of {turns})")
     return means
 
 
+def _replay_log_overhead(settings: FailoverBenchSettings, actions: Iterator[str], bound: int) -> dict[str, Any]:
+    """The replay log (snapshots at creation and every `bound` steps) against a plain pool on the same
+    replicas, one turn of each per round (their order alternating), `bound` rounds or `turns` if more,
+    so a shared machine's load weighs on both alike and the replay log pays one round of snapshots (a
+    protected turn is timed until the snapshots it made due are taken): mean and median turn of each."""
+    with _replicas(settings) as servers:
+        targets = [server.target for server in servers]
+        transport = FailoverTransport.over(targets, bound)
+        with EnvhubPool(targets) as plain, EnvhubClient(transport) as protected:
+            clients = {"plain pool": plain, "replay log": protected}
+            ids = {name: _sessions(client, settings) for name, client in clients.items()}
+            action = next(actions)
+            for name, client in clients.items():  # untimed: caches warm
+                _turn(client, ids[name], action)
+            transport.settle()
+            times: dict[str, list[float]] = {name: [] for name in clients}
+            for round_ in range(max(bound, settings.turns)):
+                action = next(actions)
+                for name in list(clients) if round_ % 2 == 0 else list(reversed(clients)):
+                    started = time.perf_counter()
+                    _turn(clients[name], ids[name], action)
+                    transport.settle()
+                    times[name].append(time.perf_counter() - started)
+            for name, client in clients.items():
+                for session in ids[name]:
+                    client.close_session(session)
+    means = {name: statistics.fmean(seconds) for name, seconds in times.items()}
+    medians = {name: statistics.median(seconds) for name, seconds in times.items()}
+    plain_s, replay_s = means["plain pool"], means["replay log"]
+    _say(
+        f"  replay log k={bound} interleaved with a plain pool: {replay_s:.3f} vs {plain_s:.3f} s "
+        f"({replay_s / plain_s:.2f}x)"
+    )
+    return {
+        "bound": bound,
+        "rounds": len(times["plain pool"]),
+        "mean_turn_s": means,
+        "median_turn_s": medians,
+        "turns_s": times,
+        "ratio_mean": replay_s / plain_s,
+        "ratio_median": medians["replay log"] / medians["plain pool"],
+    }
+
+
 def _recovery(
-    settings: FailoverBenchSettings, concurrency: int, actions: list[str], warm: bool, batch_bytes: int
+    settings: FailoverBenchSettings,
+    concurrency: int,
+    actions: list[str],
+    warm: bool,
+    batch_bytes: int,
+    every: int = SNAPSHOT_EVERY,
+    before: int = 3,
 ) -> dict[str, Any]:
-    """Kill one replica after 3 turns; the next turn's time from the kill, and whether every result
-    equals the undisturbed twin's. `warm`: the twins play on the replica left, whose workers so hold
-    every task (as in a fleet that served them before); else on a third server, so the replica left
-    loads each of the killed one's tasks at its first restore."""
+    """Kill one replica after `before` turns (snapshots every `every` steps); the next turn's time from
+    the kill, and whether every result equals the undisturbed twin's. `warm`: the twins play on the
+    replica left, whose workers so hold every task (as in a fleet that served them before); else on a
+    third server, so the replica left loads each of the killed one's tasks at its first restore."""
     with _replicas(settings, 2 if warm else 3) as started:
         servers = started[:2]
         targets = [s.target for s in servers]
-        transport = FailoverTransport.over(targets, SNAPSHOT_EVERY, concurrency=concurrency, batch_bytes=batch_bytes)
+        transport = FailoverTransport.over(targets, every, concurrency=concurrency, batch_bytes=batch_bytes)
         with EnvhubClient(transport) as client, EnvhubClient(started[-1].target) as twins:
             task_of = _groups(client, settings)
             ids = list(task_of)
@@ -148,18 +204,19 @@ def _recovery(
                 task: twins.create_session(settings.environment, task, max_steps=10**6).session_id
                 for task in set(task_of.values())
             }
-            for action in actions[:3]:
+            for action in actions[:before]:
                 _turn(client, ids, action)
                 twins.step_many([(session, action) for session in twin.values()])
             transport.settle()  # the background snapshots of the last turn are in
+            held = max(len(session.replay) for session in map(transport.tracked, ids) if session is not None)
             servers[0].process.kill()
             killed_at = time.perf_counter()
-            results = client.step_many([(session, actions[3]) for session in ids])
+            results = client.step_many([(session, actions[before]) for session in ids])
             done = time.perf_counter()
             move = transport.last_move
             assert move is not None and move.replica == replica, "the killed replica's sessions moved"
             expected = dict(
-                zip(twin, twins.step_many([(session, actions[3]) for session in twin.values()]), strict=True)
+                zip(twin, twins.step_many([(session, actions[before]) for session in twin.values()]), strict=True)
             )
             equal = all(result == expected[task_of[session]] for session, result in zip(ids, results, strict=True))
             for session in [*ids, *twin.values()]:
@@ -181,6 +238,8 @@ def _recovery(
         "concurrency": concurrency,
         "batch_bytes": batch_bytes,
         "warm": warm,
+        "snapshot_every": every,
+        "steps_to_replay": held,
         "sessions_on_killed_replica": on_killed,
         "stepping_again_s": done - killed_at,
         "phases_s": phases,
@@ -197,6 +256,8 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "concurrency": runs[0]["concurrency"],
         "batch_bytes": runs[0]["batch_bytes"],
         "warm": runs[0]["warm"],
+        "snapshot_every": runs[0]["snapshot_every"],
+        "steps_to_replay": max(run["steps_to_replay"] for run in runs),
         "kills": len(runs),
         "sessions_on_killed_replica": min(run["sessions_on_killed_replica"] for run in runs),
         "stepping_again_s": statistics.median(seconds),
@@ -214,15 +275,18 @@ def _modes(settings: FailoverBenchSettings, actions: list[str]) -> dict[str, dic
     """Every recovery mode, its kills interleaved (batched cold, one call each cold, batched warm, then
     again), so a shared machine's load drifting over the run weighs on every mode alike; the
     one-at-a-time baseline once, at the end."""
+    bound = max(settings.replay_bounds)
     modes = {
-        "recovery": (moves.CONCURRENCY, False, moves.BATCH_BYTES),
-        "recovery_unbatched": (moves.CONCURRENCY, False, 0),
-        "recovery_warm": (moves.CONCURRENCY, True, moves.BATCH_BYTES),
+        "recovery": (moves.CONCURRENCY, False, moves.BATCH_BYTES, SNAPSHOT_EVERY, 3),
+        "recovery_unbatched": (moves.CONCURRENCY, False, 0, SNAPSHOT_EVERY, 3),
+        "recovery_warm": (moves.CONCURRENCY, True, moves.BATCH_BYTES, SNAPSHOT_EVERY, 3),
+        # the replay log at its longest: killed when its sessions are one step short of new snapshots
+        "recovery_replay_log": (moves.CONCURRENCY, False, moves.BATCH_BYTES, bound, bound - 1),
     }
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for _ in range(settings.kills):
-        for mode, (concurrency, warm, batch_bytes) in modes.items():
-            runs[mode].append(_recovery(settings, concurrency, actions, warm, batch_bytes))
+        for mode, (concurrency, warm, batch_bytes, every, before) in modes.items():
+            runs[mode].append(_recovery(settings, concurrency, actions, warm, batch_bytes, every, before))
     runs["recovery_serial"] = [_recovery(settings, 1, actions, False, 0)]
     return {mode: _summary(kills) for mode, kills in runs.items()}
 
@@ -255,7 +319,8 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
     cycle = itertools.cycle(profile.actions)
     _say(f"{settings.environment}: {settings.sessions} sessions over 2 replicas, overhead of failover")
     overhead = _overhead(settings, cycle)
-    actions = [next(cycle) for _ in range(4)]
+    replay_log = [_replay_log_overhead(settings, cycle, bound) for bound in settings.replay_bounds]
+    actions = [next(cycle) for _ in range(max(settings.replay_bounds) + 1)]
     _say(f"{settings.environment}: recovery of the sessions of a killed replica")
     modes = _modes(settings, actions)
     parallel, unbatched, serial = modes["recovery"], modes["recovery_unbatched"], modes["recovery_serial"]
@@ -269,6 +334,7 @@ def run_failover_bench(settings: FailoverBenchSettings) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "load_average_1m": os.getloadavg()[0],
         "overhead_turn_s": overhead,
+        "replay_log_overhead": replay_log,
         "snapshot_every_default": SNAPSHOT_EVERY,
         **modes,
         "restores_alone_s": alone,
@@ -285,11 +351,12 @@ def _write(result: dict[str, Any], out: Path) -> None:
     (out / "envhub-failover-recovery.json").write_text(json.dumps(result, indent=2) + "\n")
     plain = result["overhead_turn_s"]["plain pool"]
     parallel, warm, serial = result["recovery"], result["recovery_warm"], result["recovery_serial"]
-    unbatched = result["recovery_unbatched"]
+    unbatched, replay = result["recovery_unbatched"], result["recovery_replay_log"]
     modes = (
         (f"batched restores (concurrency {parallel['concurrency']}), cold", parallel),
         (f"batched restores (concurrency {warm['concurrency']}), warm", warm),
         (f"one restore call per session (concurrency {unbatched['concurrency']}), cold", unbatched),
+        (f"replay log (snapshot every {replay['snapshot_every']} steps), cold", replay),
         ("one at a time (baseline), cold", serial),
     )
     lines = [
@@ -307,7 +374,23 @@ def _write(result: dict[str, Any], out: Path) -> None:
         lines.append(f"| {name} | {seconds:.3f} | {seconds / plain:.2f}x |")
     lines += [
         "",
-        f"One replica SIGKILLed after 3 turns (snapshot every {result['snapshot_every_default']} steps): "
+        "The replay log (snapshots only at creation and every k steps; a killed replica's sessions restored "
+        "from them and their steps since replayed) against a plain pool on the same replicas, one turn of each "
+        "per round, their order alternating (a protected turn timed until the snapshots it made due are taken):",
+        "",
+        "| replay log k | rounds | plain pool turn: mean / median | replay log turn: mean / median | ratio of means "
+        "| ratio of medians |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {row['bound']} | {row['rounds']} | {row['mean_turn_s']['plain pool']:.3f} / "
+            f"{row['median_turn_s']['plain pool']:.3f} s | {row['mean_turn_s']['replay log']:.3f} / "
+            f"{row['median_turn_s']['replay log']:.3f} s | {row['ratio_mean']:.2f}x | "
+            f"{row['ratio_median']:.2f}x |"
+            for row in result["replay_log_overhead"]
+        ),
+        "",
+        f"One replica SIGKILLed after 3 turns (snapshot every {result['snapshot_every_default']} steps; the replay "
+        f"log: after {replay['snapshot_every'] - 1} turns, {replay['steps_to_replay']} steps to replay at most): "
         "the next turn, from the kill until every session has its step's result. Cold: the replica left had not "
         "held the killed one's tasks, so its first restore of each loads that game; warm: its workers held every "
         "task already (as in a fleet that served them before). Each result is checked against an undisturbed twin:",

@@ -58,6 +58,11 @@ LOST = frozenset({"SESSION_LOST", "WORKER_LOST"})
 """Reasons of a session gone with its worker while its replica lives on."""
 SNAPSHOT_EVERY = 2
 """Default steps between snapshots (docs/results/envhub-failover-recovery.md measures the cost)."""
+REPLAY_BOUND = 16
+"""`snapshot_every` for protection by a replay log: a session's snapshot is the one taken at its creation,
+fork, restore or reset, and a new one only once 16 steps are to replay (a recovery replays up to 15 steps,
+one batched round each: 0.06-0.07 s a round for 512 sessions on 2 cores, docs/results/envhub-failover-recovery.md;
+docs/design/027-prepare-and-replay-protection.md)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,21 +186,26 @@ class FailoverTransport:
         """Keep the bookkeeping of a call answered by the session's copy of `epoch` (without the
         snapshot a step may be due, unless `checkpoint`); False when the session moved meanwhile
         (that copy is gone: the call is to be sent to the new one)."""
+        if call.effect is calls.Effect.STEPS:
+            if not self.log_step(call, calls.expect(response, pb.StepResponse).result, session, epoch):
+                return False
+        elif session.epoch != epoch:
+            return False
+        if checkpoint or call.effect is not calls.Effect.STEPS:
+            self._after(call, response, session)
+        return True
+
+    def log_step(self, call: calls.Call[Any], result: pb.StepResult, session: Tracked, epoch: int) -> bool:
+        """Keep a step answered by the session's copy of `epoch` in its replay log (the result as answered:
+        no copy, no decoding); False when the session moved meanwhile and its new copy lacks the step."""
+        step_index = result.observation.step_index
         with session.lock:
             if session.epoch != epoch:  # a step the fresh snapshot of a migration holds is answered
                 moved_at = session.moved_at_step
-                return bool(
-                    call.effect is calls.Effect.STEPS
-                    and moved_at is not None
-                    and call.decode(response).step_index <= moved_at
-                )
-            if call.effect is calls.Effect.STEPS:
-                view = call.decode(response)
-                held = session.snapshot
-                if held is None or view.step_index > held.step_index:  # else a background snapshot holds it
-                    session.replay.append((call, view))
-        if checkpoint or call.effect is not calls.Effect.STEPS:
-            self._after(call, response, session)
+                return moved_at is not None and step_index <= moved_at
+            held = session.snapshot
+            if held is None or step_index > held.step_index:  # else a background snapshot holds it
+                session.replay.append((call, result))
         return True
 
     def due(self, session: Tracked) -> bool:
@@ -256,7 +266,10 @@ class FailoverTransport:
         pending = list(range(len(call.parts)))
         due: list[Tracked] = []
         for attempt in range(max(3, self.policy.attempts)):  # a step whose new replica fails too moves again
-            pending, passing = self._batch_round(call, pending, entries, attempt, due)
+            pending, passing, answer = self._batch_round(call, pending, entries, attempt, due)
+            if not pending and attempt == 0 and len(answer.results) == len(call.parts):
+                self.renew_all(due)
+                return answer  # every step answered by the first batch, in order: no copy
             if not pending:
                 break
             if passing:
@@ -271,10 +284,10 @@ class FailoverTransport:
         entries: list[pb.StepBatchEntry | None],
         attempt: int,
         due: list[Tracked],
-    ) -> tuple[list[int], bool]:
+    ) -> tuple[list[int], bool, pb.StepBatchResponse]:
         """Send the steps at `positions` as one batch, each answer (or its last error) into `entries`,
-        the sessions due for a snapshot onto `due`; returns the positions to send again, and whether
-        some are retried after a passing failure."""
+        the sessions due for a snapshot onto `due`; returns the positions to send again, whether some
+        are retried after a passing failure, and the batch's answer."""
         sent: dict[int, tuple[Tracked, str, int]] = {}
         parts = []
         for position in positions:
@@ -290,7 +303,7 @@ class FailoverTransport:
                 part = part.addressed_to(live_id)
             parts.append((position, part))
         if not parts:
-            return [], False
+            return [], False, pb.StepBatchResponse()
         batch = calls.batch([part for _, part in parts], timeout=call.timeout)
         answer = calls.expect(self.pool.send(batch), pb.StepBatchResponse)
         again: list[int] = []
@@ -304,8 +317,7 @@ class FailoverTransport:
                 continue
             session, live_id, epoch = held
             if not entry.HasField("error"):
-                stepped = pb.StepResponse(result=entry.result)
-                if not self.record(call.parts[position], stepped, session, epoch, checkpoint=False):
+                if not self.log_step(call.parts[position], entry.result, session, epoch):
                     again.append(position)  # answered by a copy that moved meanwhile
                 elif self.due(session):
                     due.append(session)
@@ -329,7 +341,7 @@ class FailoverTransport:
                 passing = True
         if lost:
             self._move_group(lost, lost[0][2])
-        return again, passing
+        return again, passing, answer
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -392,7 +404,11 @@ class FailoverTransport:
         with session.lock:
             if (session.epoch, session.episode) == (epoch, episode) and session.moving is None:
                 session.snapshot = snapshot  # (else a move or a reset came since: the snapshot is stale)
-                newer = [(step, view) for step, view in session.replay if view.step_index > snapshot.step_index]
+                newer = [
+                    (step, result)
+                    for step, result in session.replay
+                    if result.observation.step_index > snapshot.step_index
+                ]
                 session.replay = newer
 
     # ------------------------------------------------------------ moves

@@ -51,8 +51,9 @@ class Tracked:
     live_id: str
     """The session id on the replica serving it now."""
     snapshot: types.Snapshot | None = None
-    replay: list[tuple[calls.Call[types.EnvView], types.EnvView]] = field(default_factory=list)
-    """Steps since `snapshot`, with the views the caller saw."""
+    replay: list[tuple[calls.Call[types.EnvView], pb.StepResult]] = field(default_factory=list)
+    """Steps since `snapshot`, with the results the caller was answered (kept as received: a replayed
+    result must equal its message, which holds no session id)."""
     epoch: int = 0
     """How many times the session moved; a call that started in an older epoch is sent again."""
     moving: threading.Event | None = None
@@ -133,7 +134,7 @@ def _attempt(send: Send, call: calls.Call[R]) -> R | EnvhubError:
         return error
 
 
-Steps = list[tuple[calls.Call[types.EnvView], types.EnvView]]
+Steps = list[tuple[calls.Call[types.EnvView], pb.StepResult]]
 
 
 @dataclass(frozen=True)
@@ -198,17 +199,17 @@ def _replay_round(
         entries: list[Any] = list(answer.results)
     except EnvhubError as error:
         entries = [error] * len(parts)
-    for (caller_id, _, recorded), part, entry in zip(due, parts, entries, strict=True):
+    for (caller_id, _, recorded), entry in zip(due, entries, strict=True):
         if isinstance(entry, EnvhubError) or entry.HasField("error"):
             failure = entry if isinstance(entry, EnvhubError) else from_status(entry.error)
             sessions[caller_id].broken = failure
             del live[caller_id]
             continue
-        replayed = part.decode(pb.StepResponse(result=entry.result))
+        replayed = entry.result
         if replayed != recorded:
             sessions[caller_id].broken = errors.failed_precondition(
-                f"session {caller_id!r}: a replayed step on {live[caller_id]!r} gave {replayed.text!r}, "
-                f"not {recorded.text!r}",
+                f"session {caller_id!r}: a replayed step on {live[caller_id]!r} gave {replayed.observation.text!r}, "
+                f"not {recorded.observation.text!r} (or another reward, end or info)",
                 "REPLAY_DIVERGED",
             )
             del live[caller_id]

@@ -8,7 +8,6 @@ draining replica move by a fresh snapshot, without replay (the toy kind).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import signal
 
 import grpc
@@ -19,6 +18,7 @@ from envhub.client import EnvhubClient, types
 from envhub.client.failover import FailoverTransport
 from envhub.core.errors import EnvhubError
 from envhub.testing import REFERENCE, wait_until_draining
+from envhub.v1 import envhub_pb2 as pb
 
 EPISODES = 6
 TURNS = 8
@@ -98,7 +98,10 @@ def test_a_replay_that_does_not_reproduce_is_an_error_not_a_different_episode(mo
         # (as when an environment is not deterministic).
         record = transport._sessions[session]
         call, seen = record.replay[0]
-        record.replay[0] = (call, dataclasses.replace(seen, reward=seen.reward + 1.0))
+        changed = pb.StepResult()
+        changed.CopyFrom(seen)
+        changed.reward += 1.0
+        record.replay[0] = (call, changed)
         owner = next(s for s in servers if transport.pool.replicas[session.split(".", 1)[0]].target == s.target)
         owner.process.send_signal(signal.SIGKILL)
         with pytest.raises(EnvhubError) as diverged:
@@ -135,3 +138,38 @@ def test_sessions_of_a_draining_replica_move_by_a_fresh_snapshot_without_replay(
         assert leaving.process.wait(timeout=60) == 0, "its sessions moved away, the drained replica exits"
         for session in sessions:
             client.close_session(session)
+
+
+@pytest.mark.slow
+def test_the_replay_log_rebuilds_sessions_from_their_start_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshots only at creation (the replay log: `snapshot_every` past the episodes' length): a killed
+    replica's sessions are restored from their start and replay every step so far, results unchanged."""
+    monkeypatch.setenv("ENVHUB_SNAPSHOT_KEY", "failover-test-key-shared-by-both-replicas")
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(ServerProcess("alfworld")) for _ in range(2)]
+        expected_actions, expected = reference(servers[1].target)
+        transport = FailoverTransport.over([server.target for server in servers], snapshot_every=TURNS + 1)
+        client = stack.enter_context(EnvhubClient(transport))
+        sessions = [client.create_session("alfworld", task, seed=7).session_id for task in TASKS]
+        killed = next(s for s in servers if s.target == transport.pool.replicas[sessions[0].split(".", 1)[0]].target)
+        on_killed = [
+            session for session in sessions if transport.pool.replicas[session.split(".", 1)[0]].target == killed.target
+        ]
+        got: list[list[types.EnvView]] = [[] for _ in TASKS]
+        for turn in range(TURNS):
+            if turn == 5:
+                transport.settle()
+                for session in on_killed:
+                    record = transport.tracked(session)
+                    assert record is not None and record.snapshot is not None
+                    assert record.snapshot.step_index == 0, "no snapshot after the one at creation"
+                    assert len(record.replay) == len(got[sessions.index(session)]), "every step so far is kept"
+                killed.process.send_signal(signal.SIGKILL)
+            for episode, session in enumerate(sessions):
+                if turn < len(expected_actions[episode]):
+                    got[episode].append(client.step(session, expected_actions[episode][turn]))
+        for episode in range(EPISODES):
+            assert got[episode] == expected[episode], f"episode {episode} differs from the undisturbed run"
+            indices = [result.step_index for result in got[episode]]
+            assert indices == list(range(1, len(expected[episode]) + 1)), f"episode {episode}: steps {indices}"
+        assert transport.recoveries == len(on_killed) > 0

@@ -14,9 +14,11 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_failover_bench_moves_the_killed_half_and_changes_no_result(tmp_path: Path) -> None:
-    result = run_failover_bench(FailoverBenchSettings("alfworld", str(tmp_path), sessions=16, turns=4, kills=1))
+    result = run_failover_bench(
+        FailoverBenchSettings("alfworld", str(tmp_path), sessions=16, turns=4, kills=1, replay_bounds=(6,))
+    )
 
-    for mode in ("recovery", "recovery_warm", "recovery_unbatched", "recovery_serial"):
+    for mode in ("recovery", "recovery_warm", "recovery_unbatched", "recovery_serial", "recovery_replay_log"):
         run = result[mode]
         assert run["sessions_on_killed_replica"] == 8, "placement spreads the two groups over both replicas"
         assert run["results_equal_undisturbed"] is True
@@ -24,7 +26,11 @@ def test_the_failover_bench_moves_the_killed_half_and_changes_no_result(tmp_path
         assert kill["recoveries"] == 8
         assert 0 < sum(kill["phases_s"].values()) <= kill["stepping_again_s"]
     assert set(result["restores_alone_s"]) == {"batched", "one call each"}
+    assert result["recovery_replay_log"]["steps_to_replay"] == 5, "killed one step before its snapshots were due"
     assert set(result["overhead_turn_s"]) == {"plain pool", "failover k=1", "failover k=2", "failover k=4"}
+    [replay_log] = result["replay_log_overhead"]
+    assert (replay_log["bound"], replay_log["rounds"]) == (6, 6), "one round of snapshots paid"
+    assert replay_log["ratio_mean"] > 0
     assert json.loads((tmp_path / "envhub-failover-recovery.json").read_text())["sessions"] == 16
     assert (
         "| batched restores (concurrency 32), cold | 1 | 8 |" in (tmp_path / "envhub-failover-recovery.md").read_text()
