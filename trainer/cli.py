@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from trainer.config import ConfigError, load_config
-from trainer.quickstart.plans import PLANS
+from trainer.quickstart.plans import PLANS, plan_for
 
 
 def _config_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -63,8 +63,10 @@ def _parser() -> argparse.ArgumentParser:
         const="tiny",
         help="instead, make the quickstart's student and teacher of this plan (default tiny) afresh into OUT as "
         "`trainer quickstart` does, with its local server (no --config); the shipped ones: "
-        "--quickstart --out trainer/quickstart/shipped/tiny",
+        "--quickstart --out trainer/quickstart/shipped/tiny, --quickstart ladder --env alfworld --out "
+        "trainer/quickstart/shipped/ladder-alfworld",
     )
+    p.add_argument("--env", help="--quickstart: the environment (default: the plan's, else alfworld if installed)")
     p = sub.add_parser(
         "export",
         help="expert demonstrations and a run's rollouts as a Hugging Face datasets folder (JSONL, one row per turn)",
@@ -173,7 +175,7 @@ def _run(args: argparse.Namespace) -> int:
             quickstart(
                 args.out,
                 args.models,
-                plan=PLANS[args.model].sized(args.expert_tasks, args.sft_steps),
+                plan=plan_for(args.model, args.env).sized(args.expert_tasks, args.sft_steps),
                 overrides=args.overrides,
                 env=args.env,
                 verbose=args.verbose,
@@ -188,7 +190,8 @@ def _run(args: argparse.Namespace) -> int:
         from trainer.quickstart.run import quickstart_models
 
         try:
-            made = quickstart_models(args.out, plan=PLANS[args.quickstart], overrides=args.overrides)
+            plan = plan_for(args.quickstart, args.env)
+            made = quickstart_models(args.out, plan=plan, overrides=args.overrides, env=args.env)
         except ModelsMissing as exc:
             print(f"trainer make-models: {exc}", file=sys.stderr)
             return 2
