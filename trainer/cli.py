@@ -93,6 +93,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--verbose", action="store_true", help="keep transformers' loading bars and logs")
     p.add_argument(
+        "--seed",
+        type=int,
+        help="training seed (default: the config's, 0); unlike --set seed=N it keeps the models (their SFT seed)",
+    )
+    p.add_argument(
         "--remake-models",
         action="store_true",
         help="make the models afresh (expert games, SFT) instead of reusing the models folder's or the shipped ones",
@@ -180,6 +185,7 @@ def _run(args: argparse.Namespace) -> int:
                 env=args.env,
                 verbose=args.verbose,
                 remake_models=args.remake_models,
+                seed=args.seed,
             )
         except ModelsMissing as exc:
             print(f"trainer quickstart: {exc}", file=sys.stderr)

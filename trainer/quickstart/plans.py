@@ -45,6 +45,9 @@ class ModelPlan:
     """Tiny plans: (hidden size, layers) of the student's base model."""
     teacher_shape: tuple[int, int] = (128, 2)
     """Tiny plans: (hidden size, layers) of the teacher's base model."""
+    teacher_success: float = 0.0
+    """The held-out success (the config's evaluation x `eval_samples`) its shipped teacher reaches at least: a slow
+    test holds it there (tests/trainer/learning/test_ladder_teachers.py); 0: none stated."""
 
     @property
     def folder(self) -> str:
@@ -53,7 +56,8 @@ class ModelPlan:
 
     def model_key(self) -> dict[str, Any]:
         """The fields the models depend on (what `quickstart-models.json` records; not the run's config or sizes)."""
-        key = {k: v for k, v in asdict(self).items() if k not in ("config", "eval_samples", "threads")}
+        run_fields = ("config", "eval_samples", "threads", "teacher_success")
+        key = {k: v for k, v in asdict(self).items() if k not in run_fields}
         return {k: list(v) if isinstance(v, tuple) else v for k, v in key.items()}  # as JSON reads it back
 
     def sized(
@@ -104,16 +108,16 @@ LADDER: dict[str, ModelPlan] = {
         env="alfworld",
         config="quickstart-ladder.yaml",
         expert_tasks=400,
-        student_steps=30,
-        teacher_steps=600,
+        student_steps=20,
+        teacher_steps=800,
         teacher_from_student=True,
         lr=3e-3,
         schedule="cosine",
-        batch_tokens=4096,
+        batch_tokens=2048,
         eval_samples=4,
         threads=1,
-        student_shape=(256, 4),
-        teacher_shape=(256, 4),
+        student_shape=(128, 2),
+        teacher_shape=(128, 2),
     ),
 }
 """The model ladder (`--model ladder`, docs/design/023-learning-ladder.md): a plan per environment, its teacher at

@@ -65,11 +65,14 @@ def quickstart(
     env: str | None = None,
     verbose: bool = False,
     remake_models: bool = False,
+    seed: int | None = None,
 ) -> Path:
-    """The README's main job on `env` (default: `pick_environment()`) with `plan`'s models; returns the report path.
+    """The README's main job on `env` (default: the plan's, else `pick_environment()`) with `plan`'s models; returns
+    the report path.
 
     `overrides` apply to the plan's trainer config; `verbose` keeps transformers' bars and logs;
-    `remake_models` makes the models afresh (neither reused nor copied from the shipped ones).
+    `remake_models` makes the models afresh (neither reused nor copied from the shipped ones); `seed` is the
+    training seed (default: the config's, which also seeds the models' SFT: another one leaves the models as they are).
     """
     check_plan_installed(plan)
     _settle_process(plan, verbose)
@@ -88,7 +91,10 @@ def quickstart(
         else:
             models = place_models(ready, models_root, phases)
         placed = [f"env.targets=[{server.address}]", f"models.student={models.student}"]
-        config = load_config(plan.config, [*base, *placed, f"models.teacher={models.teacher}", *overrides])
+        trained_seed = [] if seed is None else [f"seed={seed}"]
+        config = load_config(
+            plan.config, [*base, *placed, f"models.teacher={models.teacher}", *overrides, *trained_seed]
+        )
         evaluation = Evaluation(phases, config, plan.eval_samples, out / "eval")
         before = evaluation.run("student-start", "the student before training", models.student)
         teacher = evaluation.run("teacher", "the teacher", models.teacher)
