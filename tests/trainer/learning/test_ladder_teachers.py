@@ -10,7 +10,7 @@ import pytest
 
 from trainer.config import load_config
 from trainer.eval import evaluate
-from trainer.quickstart.models import shipped_models
+from trainer.quickstart.models import SHIPPED, shipped_models
 from trainer.quickstart.plans import LADDER, ModelPlan
 
 ENV_PACKAGES = {"alfworld": "alfworld"}
@@ -26,6 +26,8 @@ def test_the_shipped_ladder_teacher_reaches_its_stated_success(plan: ModelPlan) 
     import torch
 
     torch.set_num_threads(plan.threads or torch.get_num_threads())
+    if not (SHIPPED / plan.folder).is_dir():
+        pytest.skip(f"no models shipped for {plan.folder} (`trainer quickstart --model ladder` makes them)")
     config = load_config(plan.config)
     models = shipped_models(plan, config)
     assert models is not None, (
