@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from trainer.config import ConfigError, load_config
-from trainer.quickstart.plans import PLANS
+from trainer.quickstart.plans import PLANS, plan_for
 
 
 def _config_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -63,8 +63,10 @@ def _parser() -> argparse.ArgumentParser:
         const="tiny",
         help="instead, make the quickstart's student and teacher of this plan (default tiny) afresh into OUT as "
         "`trainer quickstart` does, with its local server (no --config); the shipped ones: "
-        "--quickstart --out trainer/quickstart/shipped/tiny",
+        "--quickstart --out trainer/quickstart/shipped/tiny, --quickstart ladder --env alfworld --out "
+        "trainer/quickstart/shipped/ladder-alfworld",
     )
+    p.add_argument("--env", help="--quickstart: the environment (default: the plan's, else alfworld if installed)")
     p = sub.add_parser(
         "export",
         help="expert demonstrations and a run's rollouts as a Hugging Face datasets folder (JSONL, one row per turn)",
@@ -90,6 +92,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--env", choices=["alfworld", "scienceworld", "webshop"], help="default: alfworld if installed")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--verbose", action="store_true", help="keep transformers' loading bars and logs")
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="training seed (default: the config's, 0); unlike --set seed=N it keeps the models (their SFT seed)",
+    )
     p.add_argument(
         "--remake-models",
         action="store_true",
@@ -173,11 +180,12 @@ def _run(args: argparse.Namespace) -> int:
             quickstart(
                 args.out,
                 args.models,
-                plan=PLANS[args.model].sized(args.expert_tasks, args.sft_steps),
+                plan=plan_for(args.model, args.env).sized(args.expert_tasks, args.sft_steps),
                 overrides=args.overrides,
                 env=args.env,
                 verbose=args.verbose,
                 remake_models=args.remake_models,
+                seed=args.seed,
             )
         except ModelsMissing as exc:
             print(f"trainer quickstart: {exc}", file=sys.stderr)
@@ -188,7 +196,8 @@ def _run(args: argparse.Namespace) -> int:
         from trainer.quickstart.run import quickstart_models
 
         try:
-            made = quickstart_models(args.out, plan=PLANS[args.quickstart], overrides=args.overrides)
+            plan = plan_for(args.quickstart, args.env)
+            made = quickstart_models(args.out, plan=plan, overrides=args.overrides, env=args.env)
         except ModelsMissing as exc:
             print(f"trainer make-models: {exc}", file=sys.stderr)
             return 2

@@ -192,7 +192,11 @@ class PromptConfig(_Section):
         description="`history`: one row per turn with the last `history_length` steps re-rendered; "
         "`full`: the whole episode as one growing chat.",
     )
-    history_length: int = Field(2, ge=0, description="Recent (observation, action) pairs shown in history mode.")
+    history_length: int = Field(
+        2,
+        ge=0,
+        description="Recent (observation, action) pairs shown in history mode (`compact` style: the actions alone).",
+    )
     show_admissible: bool = Field(True, description="Ask the server for admissible actions and list them.")
     max_prompt_tokens: int = Field(
         1024,

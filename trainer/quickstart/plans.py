@@ -38,10 +38,27 @@ class ModelPlan:
     threads: int
     """torch CPU threads of the command's process (SFT, evaluations, training; 0: torch's default, one per core).
     On a busy 2-core machine two threads wait on each other: measured there 10-20x slower than one (docs)."""
+    env: str = ""
+    """The environment the plan's config is written for (`--env` picks this plan of a family, `plan_for`);
+    "": written for ALFWorld and fitted to any `--env` by the quickstart's overrides."""
+    student_shape: tuple[int, int] = (64, 2)
+    """Tiny plans: (hidden size, layers) of the student's base model."""
+    teacher_shape: tuple[int, int] = (128, 2)
+    """Tiny plans: (hidden size, layers) of the teacher's base model."""
+    teacher_success: float = 0.0
+    """The held-out success (the config's evaluation x `eval_samples`) its shipped teacher reaches at least: a slow
+    test holds it there (tests/trainer/learning/test_ladder_teachers.py); 0: none stated."""
+
+    @property
+    def folder(self) -> str:
+        """The plan's folder name (shipped models, default models folder): its name, and its environment if any."""
+        return f"{self.name}-{self.env}" if self.env else self.name
 
     def model_key(self) -> dict[str, Any]:
         """The fields the models depend on (what `quickstart-models.json` records; not the run's config or sizes)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("config", "eval_samples", "threads")}
+        run_fields = ("config", "eval_samples", "threads", "teacher_success")
+        key = {k: v for k, v in asdict(self).items() if k not in run_fields}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in key.items()}  # as JSON reads it back
 
     def sized(
         self, expert_tasks: int | None = None, teacher_steps: int | None = None, student_steps: int | None = None
@@ -85,7 +102,38 @@ PLANS: dict[str, ModelPlan] = {
 }
 """The model plans `--model` picks (tiny: the default)."""
 
+LADDER: dict[str, ModelPlan] = {
+    "alfworld": ModelPlan(
+        name="ladder",
+        env="alfworld",
+        config="quickstart-ladder.yaml",
+        expert_tasks=400,
+        student_steps=20,
+        teacher_steps=800,
+        teacher_from_student=True,
+        lr=3e-3,
+        schedule="cosine",
+        batch_tokens=2048,
+        eval_samples=4,
+        threads=1,
+        student_shape=(128, 2),
+        teacher_shape=(128, 2),
+    ),
+}
+"""The model ladder (`--model ladder`, docs/design/023-learning-ladder.md): a plan per environment, its teacher at
+the papers' level and its student far below; `--env` picks the environment's plan (`plan_for`)."""
+PLANS["ladder"] = LADDER["alfworld"]
 
-def default_models_dir(model: str) -> Path:
-    """Where `--model` keeps its models unless `--models` says otherwise."""
-    return Path("runs/models") if model == "tiny" else Path(f"runs/models-{model}")
+
+def plan_for(model: str, env: str | None) -> ModelPlan:
+    """The plan `--model model --env env` runs: the ladder's plan of that environment, else the named plan."""
+    if model != "ladder" or env is None:
+        return PLANS[model]
+    if env not in LADDER:
+        raise ValueError(f"--model ladder has plans for {', '.join(LADDER)}, not {env}")
+    return LADDER[env]
+
+
+def default_models_dir(folder: str) -> Path:
+    """Where a plan (by its `ModelPlan.folder`) keeps its models unless `--models` says otherwise."""
+    return Path("runs/models") if folder == "tiny" else Path(f"runs/models-{folder}")

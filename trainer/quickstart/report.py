@@ -50,7 +50,8 @@ def learning_lines(check: LearningCheck, kl: tuple[float, float] | None) -> str:
     lines = [
         f"Learning criterion {verdict}: held-out success gain {check.gain:+.2f} vs its spread {check.spread:.2f} "
         f"({'above' if check.beyond_noise else 'not above'} noise); teacher-student success gap "
-        f"{check.gap_before:.2f} -> {check.gap_after:.2f} ({'shrank' if check.gap_shrank else 'did not shrink'}).",
+        f"{check.gap_before:.2f} -> {check.gap_after:.2f} ({'shrank' if check.gap_shrank else 'did not shrink'}"
+        + (f", {check.gap_closed:.0%} of it closed)." if check.gap_before > 0 else ")."),
         f"Spread: 1.96 x the standard deviation of the gain over {BOOTSTRAP_RESAMPLES} paired bootstrap resamples "
         f"of the {check.tasks} held-out tasks (each task's success is the mean of its episodes; same tasks and "
         "environment seeds for every policy).",
@@ -105,7 +106,8 @@ def write_report(out: Path, run: QuickstartRun) -> Path:
 
 Environment **{config.env.name}** (a local server started by the command); objective **{config.objective.name}**,
 {run.steps} learner steps of {rollout.tasks_per_step} tasks x G = {rollout.group_size}, lr {config.optim.lr:g},
-max {config.env.max_turns} turns, prompt style `{config.prompt.style}`; config `{plan.config}`.
+training seed {config.seed}, max {config.env.max_turns} turns, prompt style `{config.prompt.style}`;
+config `{plan.config}`.
 
 {_sft_lines(run.models)}
 * Wall time per phase: {timings} (load average 1/5/15 min {load}).
@@ -132,6 +134,10 @@ evaluation: `eval/*.html`.
     path = out / "report.md"
     path.write_text(text)
     (out / "learning.json").write_text(
-        json.dumps({**asdict(check), "met": check.met, "beyond_noise": check.beyond_noise}, indent=2) + "\n"
+        json.dumps(
+            {**asdict(check), "met": check.met, "beyond_noise": check.beyond_noise, "gap_closed": check.gap_closed},
+            indent=2,
+        )
+        + "\n"
     )
     return path

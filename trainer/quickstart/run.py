@@ -65,17 +65,20 @@ def quickstart(
     env: str | None = None,
     verbose: bool = False,
     remake_models: bool = False,
+    seed: int | None = None,
 ) -> Path:
-    """The README's main job on `env` (default: `pick_environment()`) with `plan`'s models; returns the report path.
+    """The README's main job on `env` (default: the plan's, else `pick_environment()`) with `plan`'s models; returns
+    the report path.
 
     `overrides` apply to the plan's trainer config; `verbose` keeps transformers' bars and logs;
-    `remake_models` makes the models afresh (neither reused nor copied from the shipped ones).
+    `remake_models` makes the models afresh (neither reused nor copied from the shipped ones); `seed` is the
+    training seed (default: the config's, which also seeds the models' SFT: another one leaves the models as they are).
     """
     check_plan_installed(plan)
     _settle_process(plan, verbose)
-    out, models_root = Path(out_dir), Path(models_dir or default_models_dir(plan.name))
-    env = env or pick_environment()
-    base = [*env_overrides(env), f"output_dir={out / 'train'}"]
+    out, models_root = Path(out_dir), Path(models_dir or default_models_dir(plan.folder))
+    env = env or plan.env or pick_environment()
+    base = [*plan_env_overrides(plan, env), f"output_dir={out / 'train'}"]
     config = load_config(plan.config, [*base, *overrides])
     ready = None if remake_models else reusable_models(plan, config, models_root) or shipped_models(plan, config)
     phases = Phases(1 + (1 if ready else model_phases(plan)) + 5)
@@ -88,7 +91,10 @@ def quickstart(
         else:
             models = place_models(ready, models_root, phases)
         placed = [f"env.targets=[{server.address}]", f"models.student={models.student}"]
-        config = load_config(plan.config, [*base, *placed, f"models.teacher={models.teacher}", *overrides])
+        trained_seed = [] if seed is None else [f"seed={seed}"]
+        config = load_config(
+            plan.config, [*base, *placed, f"models.teacher={models.teacher}", *overrides, *trained_seed]
+        )
         evaluation = Evaluation(phases, config, plan.eval_samples, out / "eval")
         before = evaluation.run("student-start", "the student before training", models.student)
         teacher = evaluation.run("teacher", "the teacher", models.teacher)
@@ -130,8 +136,8 @@ def quickstart_models(
     check_plan_installed(plan)
     _settle_process(plan, verbose)
     models_root = Path(models_dir)
-    env = env or pick_environment()
-    config = load_config(plan.config, [*env_overrides(env), *overrides])
+    env = env or plan.env or pick_environment()
+    config = load_config(plan.config, [*plan_env_overrides(plan, env), *overrides])
     phases = Phases(1 + model_phases(plan))
     log = Path(tempfile.mkdtemp(prefix="make-models-")) / "server.log"  # not in the models folder (shipped as is)
     phases.start("server", f"starting a local {env} server (its log)", log)
@@ -145,6 +151,15 @@ def quickstart_models(
 def env_overrides(env: str) -> list[str]:
     """The config overrides that point a quickstart config at `env` (`ENV_OVERRIDES`)."""
     return [f"env.name={env}", *ENV_OVERRIDES[env]]
+
+
+def plan_env_overrides(plan: ModelPlan, env: str) -> list[str]:
+    """The overrides that point `plan`'s config at `env`: none for a plan written for `env` (`ModelPlan.env`)."""
+    if plan.env:
+        if plan.env != env:
+            raise ValueError(f"the plan {plan.folder} is written for {plan.env}, not {env}")
+        return []
+    return env_overrides(env)
 
 
 def _settle_process(plan: ModelPlan, verbose: bool) -> None:
@@ -189,7 +204,7 @@ def make_quickstart_models(
         base_student = base_teacher = smollm2_base(models_root)
     else:
         phases.start("base", "tokenizer on the expert text + tiny random models", models_root)
-        tiny = make_models(config, episodes, models_root)
+        tiny = make_models(config, episodes, models_root, plan.student_shape, plan.teacher_shape)
         base_student, base_teacher = tiny.student, tiny.teacher
     sft: dict[str, dict[str, float]] = {}
     student = base_student

@@ -58,6 +58,8 @@ def test_every_shipped_config_has_its_models_or_names_the_command_that_makes_the
     smollm2 = load_config("quickstart-smollm2.yaml")
     with pytest.raises(ModelsNotFound, match="make it with: trainer quickstart --model smollm2\n"):
         check_models(smollm2, "quickstart-smollm2.yaml")
+    with pytest.raises(ModelsNotFound, match="make it with: trainer quickstart --model ladder --env alfworld\n"):
+        check_models(load_config("quickstart-ladder.yaml"), "quickstart-ladder.yaml")
 
 
 def test_a_missing_model_names_its_command(fresh_checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:

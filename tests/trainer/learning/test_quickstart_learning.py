@@ -21,6 +21,8 @@ def test_a_gain_on_every_task_is_beyond_noise_and_closes_the_gap() -> None:
     check = check_learning([0.0] * 8, [0.5] * 8, [1.0] * 8)
     assert check.gain == 0.5 and check.spread == 0 and check.beyond_noise
     assert (check.gap_before, check.gap_after) == (1.0, 0.5) and check.gap_shrank and check.met
+    assert check.gap_closed == 0.5
+    assert check_learning([1.0] * 8, [1.0] * 8, [0.5] * 8).gap_closed == 0  # no gap to close
 
 
 def test_one_lucky_task_is_not_beyond_noise() -> None:

@@ -6,13 +6,14 @@ rendered with makes this fail: remake them with `trainer make-models --quickstar
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from trainer.config import load_config
 from trainer.quickstart.models import MODELS_RECORD, SHIPPED, record_key, shipped_models
-from trainer.quickstart.plans import PLANS
-from trainer.quickstart.run import env_overrides
+from trainer.quickstart.plans import LADDER, PLANS, default_models_dir, plan_for
+from trainer.quickstart.run import env_overrides, plan_env_overrides
 
 REMAKE = "remake them: trainer make-models --quickstart --out trainer/quickstart/shipped/tiny"
 
@@ -37,3 +38,20 @@ def test_other_prompt_or_environment_settings_do_not_fit_the_shipped_models(chan
 def test_another_plan_does_not_fit_the_shipped_models() -> None:
     config = load_config("quickstart.yaml", env_overrides("alfworld"))
     assert shipped_models(PLANS["tiny"].sized(teacher_steps=1499), config) is None
+
+
+def test_the_ladder_picks_its_plan_by_environment_and_keeps_its_models_apart() -> None:
+    plan = plan_for("ladder", "alfworld")
+    assert (
+        plan is LADDER["alfworld"]
+        and plan_for("ladder", None) is PLANS["ladder"]
+        and plan_for("tiny", "x") is PLANS["tiny"]
+    )
+    assert plan.folder == "ladder-alfworld" and default_models_dir(plan.folder) == Path("runs/models-ladder-alfworld")
+    config = load_config(plan.config)
+    assert Path(config.models.teacher).parent == default_models_dir(plan.folder)
+    with pytest.raises(ValueError, match="--model ladder has plans for alfworld"):
+        plan_for("ladder", "minecraft")
+    with pytest.raises(ValueError, match="written for alfworld, not webshop"):
+        plan_env_overrides(plan, "webshop")
+    assert plan_env_overrides(plan, "alfworld") == [] and plan_env_overrides(PLANS["tiny"], "webshop")

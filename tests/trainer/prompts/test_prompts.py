@@ -61,16 +61,25 @@ def test_searchqa_history_pairs_each_query_with_its_results() -> None:
         "<search>Paris</search>\n<information>Paris has 2M people.</information>\n" in text
     )
     assert "<information>q?</information>" not in text  # the question is not a search result
-    compact = PromptRenderer("searchqa", style="compact").render(PromptState("q?", "Paris has 2M people.", [], past))
+    one_action = PromptRenderer("searchqa", style="compact", history_length=1)
+    compact = one_action.render(PromptState("q?", "Paris has 2M people.", [], past))
     assert compact.count("Paris has 2M people.") == 1 and "Previous action: <search>Paris</search>." in compact
 
 
 def test_compact_style_is_short_and_lists_actions() -> None:
-    text = PromptRenderer("alfworld", style="compact").render(STATE)
+    text = PromptRenderer("alfworld", style="compact", history_length=1).render(STATE)
     assert text.startswith("Task: put a mug in the fridge\n")
     assert "Previous action: act 5." in text and "act 4" not in text
     assert "go to fridge 1 | look" in text
     assert len(text) < 250
+
+
+def test_compact_style_lists_the_last_history_length_actions_without_their_observations() -> None:
+    text = PromptRenderer("alfworld", style="compact", history_length=3).render(STATE)
+    assert "Step 6. Previous actions: act 3 | act 4 | act 5.\n" in text
+    assert "act 2" not in text and "obs" not in text
+    first = PromptState(STATE.task_description, STATE.observation, STATE.admissible, [])
+    assert "Step 1.\nObservation:" in PromptRenderer("alfworld", style="compact", history_length=3).render(first)
 
 
 def test_unknown_environment_is_refused() -> None:
