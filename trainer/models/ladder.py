@@ -1,4 +1,4 @@
-"""A model ladder for one environment: a tiny teacher SFT'd to the papers' level and a student far below it.
+"""A model ladder for one environment: a teacher SFT'd toward the papers' level and a student far below it.
 
 `trainer make-models --ladder NAME` reads `trainer/configs/ladder/NAME.yaml` (`LadderSpec`): the trainer config
 whose environment and prompt the models learn, how many expert episodes, the two model shapes and their SFT.
@@ -11,7 +11,8 @@ episodes' text, makes both random Qwen3 models and SFTs each in two phases (docs
 * `sft_steps` on the response only, as `trainer sft`.
 
 It writes `OUT/teacher` and `OUT/student` (weights in the spec's `dtype`) and `OUT/ladder.json` (the spec, each
-model's SFT figures and per-turn exact match on held-out expert turns, the seconds taken).
+model's SFT figures and per-turn exact match on held-out expert turns before and after the weights are rounded to
+the saved dtype, both models' held-out success, the seconds taken).
 """
 
 from __future__ import annotations
@@ -179,6 +180,9 @@ def _train_rung(
             result.update({f"{phase}_{key}": value for key, value in trained.items()})
     result["exact_match"] = evaluate_exact_match(model, tokenizer, held_out)
     log(f"{role}: held-out per-turn exact match {result['exact_match']:.2f}")
+    torch.nn.Module.to(model, DTYPES[spec.dtype])
+    torch.nn.Module.to(model, torch.float32)  # the saved weights, as a run loads them: what rounding costs
+    result["exact_match_saved"] = evaluate_exact_match(model, tokenizer, held_out)
     torch.nn.Module.to(model, DTYPES[spec.dtype])
     shutil.rmtree(out, ignore_errors=True)
     model.save_pretrained(out)
