@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
         "trainer/quickstart/shipped/ladder-alfworld",
     )
     p.add_argument("--env", help="--quickstart: the environment (default: the plan's, else alfworld if installed)")
+    p.add_argument(
+        "--ladder",
+        metavar="NAME",
+        help="instead, make a model ladder's teacher and student (trainer/configs/ladder/NAME.yaml: webshop, "
+        "searchqa) into OUT and record their held-out success in OUT/ladder.json; --set overrides its trainer config",
+    )
     p = sub.add_parser(
         "export",
         help="expert demonstrations and a run's rollouts as a Hugging Face datasets folder (JSONL, one row per turn)",
@@ -213,6 +219,12 @@ def _run(args: argparse.Namespace) -> int:
             print(f"trainer make-models: {exc}", file=sys.stderr)
             return 2
         print(json.dumps({"smollm2": str(load_gguf(smollm2_gguf_path(), args.out))}))
+        return 0
+    if args.command == "make-models" and args.ladder:
+        from trainer.models.ladder import LadderSpec, make_ladder
+
+        record = make_ladder(LadderSpec.load(args.ladder), args.out, args.overrides)
+        print(json.dumps({"out": args.out, "held_out": record["held_out"], "seconds": record["make_seconds"]}))
         return 0
     if args.command == "compare":
         from trainer.experiments.compare import compare

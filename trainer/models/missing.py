@@ -1,12 +1,13 @@
 """What a config's missing model folders are, and the one command that makes each (checked before a run starts).
 
-The shipped configs name three kinds of model folder, each made by one command:
+The shipped configs name four kinds of model folder, each made by one command:
 
 * `<dir>/student-warm`, `<dir>/teacher-sft` (and SmolLM2's base): the quickstart's student and teacher
   (`trainer quickstart`, which copies the shipped tiny ones into `runs/models`; `--model smollm2` for
   `runs/models-smollm2`; `--models DIR` elsewhere);
 * `<dir>/student-sft`: a tiny random student SFT'd on the expert's turns (`trainer make-models --sft-steps N`);
-* `<dir>/student`, `<dir>/teacher`: tiny random models on the environment's text (`trainer make-models`).
+* `<dir>/student`, `<dir>/teacher`: tiny random models on the environment's text (`trainer make-models`);
+* `<dir>/ladder-NAME/{teacher,student}`: a model ladder's (`trainer make-models --ladder NAME`, shipped).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from trainer.quickstart.plans import LADDER, PLANS, default_models_dir
 
 QUICKSTART_FOLDERS = ("student-warm", "teacher-sft", "smollm2-135m-instruct")
 """The model folders `trainer quickstart` leaves in its models folder (the tiny plan's, SmolLM2's)."""
+LADDER_PREFIX = "ladder-"
+"""A model ladder's folder (`<dir>/ladder-NAME/{teacher,student}`) is made by `trainer make-models --ladder NAME`."""
 SFT_STEPS = 300
 """The `--sft-steps` the remedy names for a `student-sft` folder (`trainer sft`'s default)."""
 
@@ -48,6 +51,8 @@ def remedy(path: str, config_name: str) -> str:
             + ("" if plans else f" --models {out}")
         )
     config = shlex.quote(config_name)
+    if folder.parent.name.startswith(LADDER_PREFIX):
+        return f"trainer make-models --ladder {folder.parent.name.removeprefix(LADDER_PREFIX)} --out {out}"
     if folder.name == "student-sft":
         return f"trainer make-models --config {config} --out {out} --sft-steps {SFT_STEPS}"
     if folder.name in ("student", "teacher"):

@@ -15,7 +15,7 @@ from envhub.core import errors
 from envhub.core.environment import Environment, Observation, StepResult, TaskSpec
 from envhub.envs.webshop.catalog import Catalog
 from envhub.envs.webshop.engine import Outcome, Shop, ShopState
-from envhub.envs.webshop.expert import oracle_action
+from envhub.envs.webshop.expert import EXPERTS, expert_option
 from envhub.envs.webshop.records import Goal
 from envhub.envs.webshop.reward import is_success
 
@@ -31,6 +31,7 @@ class WebShopEnv(Environment):
         self._goal: Goal | None = None
         self._task_id = ""
         self._state = ShopState()
+        self._expert = EXPERTS["oracle"]
 
     def _live(self) -> Goal:
         if self._goal is None:
@@ -44,13 +45,17 @@ class WebShopEnv(Environment):
             info.update(outcome.reward.info())
         return Observation(text=outcome.text, task_description=goal.instruction, score=self._state.reward, info=info)
 
-    def _start(self, task: TaskSpec) -> Goal:
+    def _start(self, task: TaskSpec, options: Mapping[str, str]) -> Goal:
+        try:
+            self._expert = EXPERTS[expert_option(options)]
+        except ValueError as exc:
+            raise errors.invalid_argument(str(exc), "BAD_OPTION") from exc
         self._goal = self._catalog.goals[task.split][task.index]
         self._task_id = task.task_id
         return self._goal
 
     def reset(self, task: TaskSpec, *, seed: int, options: Mapping[str, str]) -> Observation:
-        goal = self._start(task)
+        goal = self._start(task, options)
         self._state = ShopState()
         return self._observation(Outcome(self._shop.render(self._state, goal), True))
 
@@ -66,7 +71,7 @@ class WebShopEnv(Environment):
         return self._shop.admissible(self._state)
 
     def expert_actions(self) -> list[str]:
-        action = oracle_action(self._shop, self._state, self._live())
+        action = self._expert(self._shop, self._state, self._live())
         return [] if action is None else [action]
 
     def native_state(self) -> str:
@@ -85,7 +90,7 @@ class WebShopEnv(Environment):
             self._check(shop_state)
         except (KeyError, TypeError, ValueError) as exc:
             raise errors.invalid_argument(f"unusable WebShop native state: {exc!r}", "BAD_NATIVE_STATE") from exc
-        self._start(task)
+        self._start(task, options)
         self._state = shop_state
 
     def _check(self, state: ShopState) -> None:

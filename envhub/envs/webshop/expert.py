@@ -1,4 +1,6 @@
-"""The oracle behind `expert_actions`: it knows the goal's product and plays it straight.
+"""The experts behind `expert_actions` (session option `expert`): the oracle (default) and the page expert.
+
+The oracle knows the goal's product and plays it straight.
 
 From the search page it searches the goal's instruction (without the budget clause); on a
 results page it clicks the goal product when shown, else `Next >`, else goes back to search
@@ -7,9 +9,19 @@ sub-page, it goes back (`< Prev`). On the goal product's page it clicks, for eac
 the offered value that matches it best (WebShop's fuzzy rule, after colour normalisation) and
 is not chosen yet, then `Buy Now`. Its success rate on the generated test split is in
 docs/environments/webshop.md.
+
+The page expert (`expert=page`) acts only on what the prompt shows, so that a policy can imitate it (the
+oracle pages on to its hidden product past results that would earn the full reward, which no policy can
+recover from the page): it searches the instruction as the oracle does; on a results page it clicks the first
+product whose title holds the goal's attributes (two of them when the goal asks for more: titles list two or
+three) and whose shown price, all of a range, is within the budget, else `Next >`; on a product page it clicks
+the offered value matching each goal option, then `Buy Now`.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
 
 from envhub.envs.webshop.engine import (
     BACK_TO_SEARCH,
@@ -21,7 +33,7 @@ from envhub.envs.webshop.engine import (
     ShopState,
 )
 from envhub.envs.webshop.normalize import normalize_color
-from envhub.envs.webshop.records import Goal
+from envhub.envs.webshop.records import Goal, Product
 from envhub.envs.webshop.reward import MATCH_THRESHOLD, fuzzy_score
 from envhub.envs.webshop.search import page
 
@@ -45,8 +57,37 @@ def oracle_action(shop: Shop, state: ShopState, goal: Goal) -> str | None:
         return f"click[{NEXT_PAGE if NEXT_PAGE in clickables else BACK_TO_SEARCH}]"
     if state.page != "item" or state.asin != goal.asin:
         return f"click[{PREV_PAGE}]"
+    return _options_then_buy(shop, state, goal)
+
+
+def page_action(shop: Shop, state: ShopState, goal: Goal) -> str | None:
+    """The page expert's next action (only what the page and the instruction show), or None when it has none."""
+    if state.page == "done":
+        return None
+    if state.page == "search":
+        return f"search[{goal_query(goal).lower()}]"
+    if state.page == "results":
+        for asin in page(state.results, state.result_page, RESULTS_PER_PAGE):
+            if _looks_right(shop.products[asin], goal):
+                return f"click[{asin.lower()}]"
+        return f"click[{NEXT_PAGE}]" if NEXT_PAGE in shop.clickables(state) else f"click[{BACK_TO_SEARCH}]"
+    if state.page != "item":
+        return f"click[{PREV_PAGE}]"
+    return _options_then_buy(shop, state, goal)
+
+
+def _looks_right(product: Product, goal: Goal) -> bool:
+    """The title holds the goal's attributes (at most two needed) and the whole shown price is within budget."""
+    title = product.title.lower()
+    held = sum(attribute in title for attribute in goal.attributes)
+    prices = [float(number) for number in re.findall(r"\d+(?:\.\d+)?", product.price_tag)] or [product.price]
+    return held >= min(len(goal.attributes), 2) and max(prices) <= goal.price_upper
+
+
+def _options_then_buy(shop: Shop, state: ShopState, goal: Goal) -> str:
+    """On a product page: the offered value matching each goal option not chosen yet, then `Buy Now`."""
     chosen = set(state.options.values())
-    offered = [value for values in shop.products[goal.asin].options.values() for value in values]
+    offered = [value for values in shop.products[state.asin].options.values() for value in values]
     for wanted in goal.options:
         value = _best_value(offered, wanted)
         if value is not None and value not in chosen:
@@ -61,3 +102,15 @@ def _best_value(offered: list[str], wanted: str) -> str | None:
     scored = [(fuzzy_score(normalize_color(value), normalize_color(wanted)), value) for value in offered]
     best = max(scored, default=(0, ""), key=lambda pair: pair[0])
     return best[1] if best[0] > MATCH_THRESHOLD else None
+
+
+EXPERTS: dict[str, Callable[[Shop, ShopState, Goal], str | None]] = {"oracle": oracle_action, "page": page_action}
+"""The session option `expert`'s values and their policies."""
+
+
+def expert_option(options: Mapping[str, str]) -> str:
+    """The session's `expert` option (default `oracle`); ValueError naming the known values otherwise."""
+    name = options.get("expert", "oracle")
+    if name not in EXPERTS:
+        raise ValueError(f"option expert={name!r} is not one of {', '.join(EXPERTS)}")
+    return name

@@ -21,6 +21,7 @@ from envhub.core.settings import whole_number
 from envhub.envs.webshop.catalog import Catalog
 from envhub.envs.webshop.engine import Shop
 from envhub.envs.webshop.env import WebShopEnv
+from envhub.envs.webshop.expert import expert_option
 from envhub.envs.webshop.generator import DEFAULT_PRODUCTS, generate
 from envhub.envs.webshop.nouns import NOUN_TAGGER
 from envhub.envs.webshop.search import shared_index
@@ -53,7 +54,10 @@ class WebShopKind(EnvironmentKind):
     description = "WebShop online shopping: search, browse, choose options, buy; reward from WebShop's formula"
     capabilities = Capabilities(native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True)
     default_max_steps = 15
-    options: Mapping[str, str] = {}
+    options: Mapping[str, str] = {
+        "expert": "the policy behind GetExpertActions: `oracle` (default: knows the goal's product) or `page` "
+        "(acts only on what the page shows, for imitation; envhub/envs/webshop/expert.py)",
+    }
 
     config_keys: Mapping[str, str] = {
         "data": "folder of WebShop's own files (items_shuffle.json, items_ins_v2.json, items_human_ins.json; "
@@ -122,6 +126,10 @@ class WebShopKind(EnvironmentKind):
         ):
             raise KeyError(task_id)
         return self._spec(split, int(number))
+
+    def validate_options(self, options: Mapping[str, str]) -> None:
+        super().validate_options(options)
+        expert_option(options)
 
     def create(self) -> Environment:
         return WebShopEnv(self.catalog, self.shop)

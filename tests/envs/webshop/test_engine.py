@@ -133,3 +133,29 @@ def test_oracle_solves_the_test_split(kind: WebShopKind) -> None:
         wins += step.result.won
         assert session.expert_actions() == []
     assert len(tasks) == 128 and wins / len(tasks) >= 0.95
+
+
+def test_page_expert_solves_the_test_split_from_what_the_pages_show(kind: WebShopKind) -> None:
+    tasks = kind.tasks("test")
+    wins, turns = 0, 0
+    for task in tasks:
+        session = Session.start(kind, task, options={"expert": "page"})
+        while not session.done:
+            [action] = session.expert_actions()
+            assert action in session.admissible_actions() or action.startswith("search[")
+            step = session.step(action)
+            turns += 1
+        wins += step.result.won
+    assert wins / len(tasks) >= 0.9 and turns / len(tasks) < 6  # the oracle: every goal, 5.2 steps
+    first = Session.start(kind, tasks[0], options={"expert": "page"})
+    first.step(first.expert_actions()[0])
+    goal = kind.catalog.goals["test"][0]
+    [click] = first.expert_actions()
+    shown = [a for a in first.admissible_actions() if a.startswith("click[b0")]
+    assert click == shown[0] != f"click[{goal.asin.lower()}]"  # the first fitting product, not the oracle's own
+
+
+def test_expert_option_is_checked(kind: WebShopKind) -> None:
+    with pytest.raises(ValueError, match="expert='best' is not one of oracle, page"):
+        kind.validate_options({"expert": "best"})
+    kind.validate_options({"expert": "page"})

@@ -1,0 +1,69 @@
+"""The ladder spec (trainer/configs/ladder/*.yaml), the mixed held-out set, and (slow) `make-models --ladder` end
+to end at toy size against a real local WebShop server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from trainer.cli import main
+from trainer.config import ConfigError
+from trainer.models.ladder import RECORD, LadderSpec, mix_families
+from trainer.models.loading import load_model
+from trainer.models.missing import remedy
+
+
+def test_mix_families_takes_each_family_in_turn() -> None:
+    tasks = [("nq/0", "nq"), ("nq/1", "nq"), ("nq/2", "nq"), ("pop/0", "popqa"), ("hot/0", "hotpotqa")]
+    assert mix_families(tasks, (), 4) == ["nq/0", "pop/0", "hot/0", "nq/1"]
+    assert mix_families(tasks, ("nq", "hotpotqa"), 10) == ["nq/0", "hot/0", "nq/1", "nq/2"]
+    assert mix_families(tasks, ("musique",), 3) == []
+
+
+@pytest.mark.parametrize("name", ["webshop", "searchqa"])
+def test_the_shipped_specs_load_with_their_configs(name: str) -> None:
+    spec = LadderSpec.load(name)
+    config = spec.trainer_config()
+    assert config.env.name == name and spec.teacher.hidden > spec.student.hidden
+    assert 0 < spec.levels.student_max < spec.levels.teacher_min <= 1
+
+
+def test_a_bad_spec_is_refused_with_its_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"no ladder 'nope'.*shipped ladders: searchqa, webshop"):
+        LadderSpec.load("nope")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("config: ladder-webshop.yaml\nexpert_tasks: 8\nteacher: {hidden: 8}\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml"):
+        LadderSpec.load(str(bad))
+
+
+def test_a_missing_ladder_model_names_the_ladder_command() -> None:
+    folder = "trainer/quickstart/shipped/ladder-webshop"
+    assert remedy(f"{folder}/teacher", "ladder-webshop.yaml") == f"trainer make-models --ladder webshop --out {folder}"
+
+
+@pytest.mark.slow
+def test_make_ladder_plays_trains_saves_bf16_and_evaluates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVHUB_CACHE", str(tmp_path / "cache"))  # the WebShop index, built for this test
+    spec = tmp_path / "small.yaml"
+    spec.write_text(
+        "config: ladder-webshop.yaml\nexpert_tasks: 6\nvocab_size: 320\nheld_out_turns: 4\n"
+        "teacher: {hidden: 32, layers: 1, read_steps: 2, sft_steps: 2}\n"
+        "student: {hidden: 32, layers: 1, read_steps: 0, sft_steps: 1}\n"
+        "levels: {teacher_min: 0.6, student_max: 0.15, eval_tasks: 2}\n"
+    )
+    out = tmp_path / "ladder"
+    assert main(["make-models", "--ladder", str(spec), "--out", str(out), "--set", "env.max_turns=4"]) == 0
+    record = json.loads((out / RECORD).read_text())
+    assert record["expert"]["episodes"] == 6 and record["spec"]["teacher"]["read_steps"] == 2
+    assert record["teacher"]["read_steps"] == 2 and record["teacher"]["sft_steps"] == 2
+    assert "read_steps" not in record["student"] and record["student"]["sft_steps"] == 1
+    assert set(record["held_out"]) == {"teacher", "student"} and record["held_out"]["teacher"]["tasks"] == 2
+    assert sorted(path.name for path in out.iterdir()) == [RECORD, "student", "teacher"]
+    with safe_open(str(out / "teacher" / "model.safetensors"), "pt") as weights:
+        assert {weights.get_tensor(key).dtype for key in weights.keys()} == {torch.bfloat16}  # noqa: SIM118
+    assert load_model(out / "teacher").dtype == torch.float32

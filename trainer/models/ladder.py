@@ -1,0 +1,245 @@
+"""A model ladder for one environment: a teacher SFT'd toward the papers' level and a student far below it.
+
+`trainer make-models --ladder NAME` reads `trainer/configs/ladder/NAME.yaml` (`LadderSpec`): the trainer config
+whose environment and prompt the models learn, how many expert episodes, the two model shapes and their SFT.
+It plays the expert through a local server (the config's `env.targets`), trains one tokenizer on the won
+episodes' text, makes both random Qwen3 models and SFTs each in two phases (docs/design/024-ladder-webshop-searchqa.md):
+
+* `read_steps` on the whole rendered turn (prompt and response): next-token loss on every token, which teaches
+  the copying these tasks need (an entity from the question into a query, an answer out of a passage, a product
+  id out of a results page) from hundreds of tokens per turn instead of the response's few;
+* `sft_steps` on the response only, as `trainer sft`.
+
+It writes `OUT/teacher` and `OUT/student` (weights in the spec's `dtype`) and `OUT/ladder.json` (the spec, each
+model's SFT figures and per-turn exact match on held-out expert turns before and after the weights are rounded to
+the saved dtype, both models' held-out success, the seconds taken).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from trainer.config import ConfigError, TrainerConfig, load_config
+
+LADDERS = Path(__file__).resolve().parents[1] / "configs" / "ladder"
+"""Where `--ladder NAME` finds `NAME.yaml`."""
+SHIPPED = Path(__file__).resolve().parents[1] / "quickstart" / "shipped"
+"""The shipped ladders' models: `SHIPPED / f"ladder-{name}"` (what the ladder configs' `models` name)."""
+RECORD = "ladder.json"
+ROLES = ("teacher", "student")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One model of the ladder: its shape and its SFT."""
+
+    hidden: int
+    layers: int
+    read_steps: int
+    """Steps of next-token loss on the whole turn (prompt and response)."""
+    sft_steps: int
+    """Steps of loss on the response only."""
+    lr: float = 3e-3
+
+
+@dataclass(frozen=True)
+class Levels:
+    """The held-out success levels the ladder is made to reach (checked by the slow tests and the docs)."""
+
+    teacher_min: float
+    student_max: float
+    eval_tasks: int
+    """Held-out tasks the levels are measured on (the first of the config's eval split)."""
+
+
+@dataclass(frozen=True)
+class LadderSpec:
+    """`trainer/configs/ladder/NAME.yaml`."""
+
+    name: str
+    config: str
+    """The trainer config (environment, prompt) the models learn and are evaluated under."""
+    expert_tasks: int
+    teacher: Rung
+    student: Rung
+    levels: Levels
+    vocab_size: int = 1024
+    batch_tokens: int = 4096
+    held_out_turns: int = 256
+    """Expert turns (of the last episodes) kept out of SFT for the exact-match figures."""
+    dtype: str = "bfloat16"
+    """Weights as saved; runs load them as float32 (or bf16 under `precision.cpu_bf16`)."""
+    seed: int = 0
+
+    @classmethod
+    def load(cls, name: str) -> LadderSpec:
+        """The spec `name` (a shipped ladder's name, or a YAML path)."""
+        path = Path(name) if name.endswith((".yaml", ".yml")) else LADDERS / f"{name}.yaml"
+        if not path.is_file():
+            known = ", ".join(sorted(p.stem for p in LADDERS.glob("*.yaml")))
+            raise ConfigError(f"no ladder {name!r} ({path}); shipped ladders: {known}")
+        data: dict[str, Any] = yaml.safe_load(path.read_text())
+        try:
+            teacher, student, levels = Rung(**data.pop("teacher")), Rung(**data.pop("student")), data.pop("levels")
+            spec = cls(name=path.stem, teacher=teacher, student=student, levels=Levels(**levels), **data)
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(f"ladder {path}: {exc}") from exc
+        if spec.dtype not in DTYPES:
+            raise ConfigError(f"ladder {path}: dtype {spec.dtype!r} is not one of {', '.join(DTYPES)}")
+        return spec
+
+    def trainer_config(self, overrides: Sequence[str] = ()) -> TrainerConfig:
+        """The trainer config the models are made for."""
+        return load_config(self.config, overrides)
+
+
+def make_ladder(
+    spec: LadderSpec,
+    out_dir: str | Path,
+    overrides: Sequence[str] = (),
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Make `out_dir/teacher` and `out_dir/student` as `spec` says; returns (and writes) the `ladder.json` record."""
+    from trainer.models.tiny import TinySpec, make_tiny_models
+    from trainer.quickstart.models import expert_episodes, renderer_for
+    from trainer.rollout.expert import expert_texts
+    from trainer.runs import env_targets
+
+    start = time.perf_counter()
+    config = spec.trainer_config(overrides)
+    out = Path(out_dir)
+    with env_targets(config) as targets:
+        episodes = expert_episodes(config, targets[0], spec.expert_tasks)
+        won = [episode for episode in episodes if episode.won]
+        log(f"expert: {len(won)} of {len(episodes)} episodes won ({time.perf_counter() - start:.0f} s)")
+        texts = expert_texts(won, [renderer_for(config)])
+        base = make_tiny_models(
+            out / "base",
+            texts,
+            student=TinySpec(spec.student.hidden, spec.student.layers),
+            teacher=TinySpec(spec.teacher.hidden, spec.teacher.layers),
+            vocab_size=spec.vocab_size,
+            seed=spec.seed,
+        )
+        record: dict[str, Any] = {"spec": asdict(spec), "expert": {"episodes": len(episodes), "won": len(won)}}
+        for role, rung, source in zip(ROLES, (spec.teacher, spec.student), (base.teacher, base.student), strict=True):
+            record[role] = _train_rung(spec, config, won, rung, source, out / role, log)
+        shutil.rmtree(out / "base")
+        record["make_seconds"] = round(time.perf_counter() - start, 1)
+        record["held_out"] = evaluate_ladder(spec, role_folders(out), overrides, targets=targets)
+    log(f"held-out success: {json.dumps(record['held_out'])}")
+    (out / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _train_rung(
+    spec: LadderSpec,
+    config: TrainerConfig,
+    episodes: Sequence[Any],
+    rung: Rung,
+    source: Path,
+    out: Path,
+    log: Callable[[str], None],
+) -> dict[str, float]:
+    """Read phase, then response phase, of one model; saved to `out` in the spec's dtype."""
+    from trainer.models.loading import load_model, load_tokenizer
+    from trainer.precision import cpu_bf16
+    from trainer.quickstart.models import renderer_for
+    from trainer.rollout.expert import sft_examples
+    from trainer.sft import evaluate_exact_match, sft_train
+
+    tokenizer = load_tokenizer(source)
+    model = load_model(source)
+    examples = sft_examples(episodes, renderer_for(config), tokenizer, config.prompt.max_prompt_tokens)
+    held_out, train_set = examples[-spec.held_out_turns :], examples[: -spec.held_out_turns]
+    bf16 = cpu_bf16(config.precision.cpu_bf16, "cpu")
+    role = out.name
+
+    def on_step(entry: dict[str, float]) -> None:
+        log(f"{role}: step {entry['step']:.0f} loss {entry['loss']:.3f}")
+
+    result: dict[str, float] = {"train_turns": float(len(train_set)), "held_out_turns": float(len(held_out))}
+    whole: list[tuple[list[int], list[int]]] = [([], [*prompt, *response]) for prompt, response in train_set]
+    phases = (("read", rung.read_steps, whole), ("sft", rung.sft_steps, train_set))
+    for phase, steps, data in phases:
+        if steps:
+            trained = sft_train(
+                model, tokenizer, data, steps=steps, lr=rung.lr, batch_tokens=spec.batch_tokens, seed=spec.seed,
+                schedule="cosine", log_fn=on_step, log_every=50, cpu_bf16=bf16,
+            )  # fmt: skip
+            result.update({f"{phase}_{key}": value for key, value in trained.items()})
+    result["exact_match"] = evaluate_exact_match(model, tokenizer, held_out)
+    log(f"{role}: held-out per-turn exact match {result['exact_match']:.2f}")
+    torch.nn.Module.to(model, DTYPES[spec.dtype])
+    torch.nn.Module.to(model, torch.float32)  # the saved weights, as a run loads them: what rounding costs
+    result["exact_match_saved"] = evaluate_exact_match(model, tokenizer, held_out)
+    torch.nn.Module.to(model, DTYPES[spec.dtype])
+    shutil.rmtree(out, ignore_errors=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return result
+
+
+def role_folders(models_dir: str | Path) -> dict[str, Path]:
+    """The teacher's and student's folders of a ladder's models folder."""
+    return {role: Path(models_dir) / role for role in ROLES}
+
+
+def held_out_ids(config: TrainerConfig, target: str, count: int) -> list[str]:
+    """The first `count` tasks of the eval split taken in turn from each family (in the server's order).
+
+    A mixed set, as the papers' Search-QA validation set mixes its seven datasets (listed family by family,
+    the first tasks of the split would all be NQ); with one family, or `count` covering the split (WebShop's
+    128 test goals), it is the split's first `count` tasks.
+    """
+    from envhub.client import EnvhubClient
+
+    with EnvhubClient(target) as client:
+        tasks = client.list_tasks(config.env.name, config.env.eval_split)
+    listed = [(task.task_id, task.family) for task in tasks]
+    return mix_families(listed, config.env.families, count)
+
+
+def mix_families(tasks: Sequence[tuple[str, str]], families: Sequence[str], count: int) -> list[str]:
+    """The first `count` of (task id, family) pairs taken in turn from each family (only `families` if any)."""
+    by_family: dict[str, list[str]] = {}
+    for task_id, family in tasks:
+        if not families or family in families:
+            by_family.setdefault(family, []).append(task_id)
+    columns = list(by_family.values())
+    mixed = [column[row] for row in range(max(map(len, columns), default=0)) for column in columns if row < len(column)]
+    return mixed[:count]
+
+
+def evaluate_ladder(
+    spec: LadderSpec,
+    policies: Mapping[str, str | Path],
+    overrides: Sequence[str] = (),
+    *,
+    targets: list[str] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Held-out success and mean turns of each named model folder on `held_out_ids` (the spec's `eval_tasks`), at
+    the config's eval temperature; a local server is started unless `targets` are given."""
+    from trainer.eval import evaluate
+    from trainer.runs import env_targets
+
+    config = spec.trainer_config(overrides)
+    if targets is None:
+        with env_targets(config) as started:
+            return evaluate_ladder(spec, policies, overrides, targets=started)
+    ids = held_out_ids(config, targets[0], spec.levels.eval_tasks)
+    figures = {}
+    for role, policy in policies.items():
+        result = evaluate(config, str(policy), targets=targets, task_ids=ids, seed=spec.seed)
+        figures[role] = {"success": result.success_rate, "mean_turns": result.mean_turns, "tasks": float(len(ids))}
+    return figures
