@@ -73,7 +73,7 @@ def expert_episodes(
     from envhub.client import EnvhubClient, Sessions
 
     with EnvhubClient(target) as client:
-        port = Sessions(client, config.env.name)
+        port = Sessions(client, config.env.name, options=config.env.options)
         task_ids = list(config.env.task_ids) or port.task_ids(config.env.train_split, config.env.families)
         return collect_expert(
             port, task_ids[:num_tasks], max_turns=config.env.max_turns, seed=config.seed, on_episode=on_episode
