@@ -123,6 +123,9 @@ LADDER: dict[str, ModelPlan] = {
 """The model ladder (`--model ladder`, docs/design/023-learning-ladder.md): a plan per environment, its teacher at
 the papers' level and its student far below; `--env` picks the environment's plan (`plan_for`)."""
 PLANS["ladder"] = LADDER["alfworld"]
+PLANS["ladder-listed"] = replace(LADDER["alfworld"], name="ladder-listed", config="quickstart-ladder-listed.yaml")
+"""ALFWorld's ladder plan with the expert an agent can imitate from its prompt (`expert_order: listed`, issue 33c:
+docs/results/ladder-alfworld-listed.md); not the default ladder until the integrator says so."""
 
 
 def plan_for(model: str, env: str | None) -> ModelPlan:

@@ -21,6 +21,7 @@ from envhub.core.environment import Environment, Observation, StepResult, TaskSp
 from envhub.envs.alfworld.engine import GameEngine
 from envhub.envs.alfworld.experts import EXPERTS, Expert, make_expert
 from envhub.envs.alfworld.library import SharedDownward
+from envhub.envs.alfworld.observed_expert import ORDERS
 from envhub.envs.alfworld.taskset import AlfredGame, TaskSet
 
 NATIVE_FORMAT = 1
@@ -52,7 +53,8 @@ class AlfWorldEnv(Environment):
         if self._game is None or self._game.task_id != task.task_id:
             self._game = self._taskset.game(task.split, task.index)
         self._engine.load(self._game.game_json, f"{self._taskset.version}:{self._game.task_id}")
-        self._expert = make_expert(expert_name, self._game.traj_data, self._engine, seed)
+        order = options.get("expert_order", ORDERS[0])
+        self._expert = make_expert(expert_name, self._game.traj_data, self._engine, seed, order)
         self._reward = float(options.get("success_reward", "1"))
         self._score = 0.0
         return self._engine, self._expert

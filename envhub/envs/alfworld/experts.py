@@ -22,7 +22,7 @@ from alfworld.gen import constants
 from textworld.core import GameState
 
 from envhub.envs.alfworld.engine import GameEngine
-from envhub.envs.alfworld.observed_expert import ObservedExpert, ObservedTask
+from envhub.envs.alfworld.observed_expert import ORDERS, ObservedExpert, ObservedTask
 
 EXPERTS = ("observed", "handcoded", "planner")
 """Expert names accepted by the "expert" session option (first: the default)."""
@@ -112,8 +112,8 @@ class HandcodedExpert:
 class ObservedAdapter:
     """`ObservedExpert` on TextWorld game states."""
 
-    def __init__(self, traj_data: dict[str, Any]) -> None:
-        self._expert = ObservedExpert(ObservedTask.from_traj_data(traj_data))
+    def __init__(self, traj_data: dict[str, Any], order: str = ORDERS[0]) -> None:
+        self._expert = ObservedExpert(ObservedTask.from_traj_data(traj_data), order)
         self._admissible: list[str] = []
 
     def start(self, state: GameState) -> None:
@@ -135,12 +135,12 @@ class ObservedAdapter:
         self._expert.load(state)
 
 
-def make_expert(name: str, traj_data: dict[str, Any], engine: GameEngine, seed: int) -> Expert:
-    """The expert called `name` (one of `EXPERTS`) for one episode."""
+def make_expert(name: str, traj_data: dict[str, Any], engine: GameEngine, seed: int, order: str = ORDERS[0]) -> Expert:
+    """The expert called `name` (one of `EXPERTS`) for one episode; `order`: the observed expert's (`ORDERS`)."""
     if name == "planner":
         return PlannerExpert(engine)
     if name == "handcoded":
         return HandcodedExpert(traj_data, seed)
     if name == "observed":
-        return ObservedAdapter(traj_data)
+        return ObservedAdapter(traj_data, order)
     raise ValueError(f"unknown expert {name!r}; choose one of {', '.join(EXPERTS)}")

@@ -24,6 +24,7 @@ from envhub.envs.alfworld.experts import EXPERTS
 from envhub.envs.alfworld.generator.scene import DEFAULT_ROOMS, ROOMS
 from envhub.envs.alfworld.generator.splits import check_index, task_types
 from envhub.envs.alfworld.library import SharedDownward
+from envhub.envs.alfworld.observed_expert import ORDERS
 from envhub.envs.alfworld.taskset import GeneratedTaskSet, OfficialTaskSet, TaskSet, default_cache_root
 from envhub.envs.alfworld.translations import TranslationStore
 
@@ -126,6 +127,9 @@ class AlfWorldKind(EnvironmentKind):
     options: Mapping[str, str] = {
         "expert": f"expert behind expert_actions: {' | '.join(EXPERTS)} (default {EXPERTS[0]}: uses only what the "
         "agent has seen; planner: ALFWorld's optimal planner on the hidden state; handcoded: ALFWorld's heuristic)",
+        "expert_order": f"the observed expert's order among equally likely receptacles: {' | '.join(ORDERS)} "
+        "(default intro: as the first observation lists them; listed: as the admissible commands list them, which "
+        "every prompt shows, so that a model can imitate the expert from its prompt)",
         "success_reward": "reward on success (default 1; 10 as in the ALFWorld papers)",
     }
 
@@ -232,6 +236,9 @@ class AlfWorldKind(EnvironmentKind):
         expert = options.get("expert", EXPERTS[0])
         if expert not in EXPERTS:
             raise ValueError(f"option expert={expert!r} is not one of {', '.join(EXPERTS)}")
+        order = options.get("expert_order", ORDERS[0])
+        if order not in ORDERS:
+            raise ValueError(f"option expert_order={order!r} is not one of {', '.join(ORDERS)}")
         reward = options.get("success_reward", "1")
         try:
             valid = 0 < float(reward) <= MAX_SUCCESS_REWARD  # also refuses nan and inf

@@ -8,6 +8,11 @@ lies first (ALFWorld's own placement priors), open surfaces before closed contai
 a fixed order; it opens closed receptacles, remembers what it saw where, then takes,
 cleans/heats/cools, uses a lamp or places as the task type needs. It is deterministic, and its memory is plain data
 (`ObservedMemory`), so native snapshots carry it.
+
+Receptacles of equal rank are searched (and the first of a class chosen) in one of `ORDERS`: "intro" (default)
+in the order the intro listed them, which a prompt showing only the admissible commands after turn 1 does not
+carry; "listed" in the order the admissible commands list them (the engine sorts them by name), which every
+turn's prompt shows, so an agent reading its prompt can imitate the expert's choices.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ TRANSFORM = {
 
 LAMP_RECEPTACLES = ("desk", "sidetable", "dresser", "nightstand", "shelf", "coffeetable")
 """Where lamps usually stand (searched first in look_at_obj_in_light)."""
+
+ORDERS = ("intro", "listed")
+"""Orders of receptacles of equal rank (`ObservedExpert`'s `order`; first: the default)."""
 
 _OPENABLE = {name.lower() for name in constants.OPENABLE_CLASS_LIST}
 _PRIORS: dict[str, set[str]] = {}
@@ -71,7 +79,7 @@ class ObservedMemory:
     """Everything the expert remembers; JSON-compatible."""
 
     receptacles: list[str] = field(default_factory=list)
-    """From the intro, in its order."""
+    """From the intro, in the expert's order (the intro's, or by name as the admissible commands list them)."""
     here: list[str] = field(default_factory=list)
     """Receptacles at the agent's location (no "go to" command leads to them)."""
     visited: list[str] = field(default_factory=list)
@@ -101,15 +109,19 @@ _ARTICLE = re.compile(r"^(?:and )?(?:a|an|some) ")
 class ObservedExpert:
     """The default expert: searches, remembers, acts; never reads the hidden state."""
 
-    def __init__(self, task: ObservedTask) -> None:
+    def __init__(self, task: ObservedTask, order: str = ORDERS[0]) -> None:
+        if order not in ORDERS:
+            raise ValueError(f"expert order {order!r} is not one of {', '.join(ORDERS)}")
         self.task = task
+        self.order = order
         self.memory = ObservedMemory()
 
     def start(self, intro: str, admissible: Sequence[str]) -> None:
         """Begin an episode from the intro text and the admissible commands after reset."""
         listed = intro_receptacles(intro)
         reachable = [c[len("go to ") :] for c in admissible if c.startswith("go to ")]
-        self.memory = ObservedMemory(receptacles=listed + [r for r in reachable if r not in listed])
+        receptacles = listed + [r for r in reachable if r not in listed]
+        self.memory = ObservedMemory(receptacles=sorted(receptacles) if self.order == "listed" else receptacles)
         self._look_around(admissible)
 
     def observe(self, action: str, feedback: str, admissible: Sequence[str]) -> None:

@@ -113,6 +113,7 @@ def test_step_limit_truncates(kind: AlfWorldKind, first_of_type: dict[str, int])
     "options",
     [
         {"expert": "oracle"},
+        {"expert_order": "random"},
         {"success_reward": "ten"},
         {"success_reward": "1e309"},
         {"success_reward": "nan"},
