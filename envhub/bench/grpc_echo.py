@@ -16,6 +16,7 @@ port there).
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from concurrent import futures
 from pathlib import Path
@@ -61,6 +62,10 @@ async def _serve_aio(port_file: str) -> None:
     server.add_generic_rpc_handlers((_handler(step),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
+    stopping: set[asyncio.Task[None]] = set()  # SIGTERM returns from here (`envhub.bench.profiled` then writes)
+    asyncio.get_running_loop().add_signal_handler(
+        signal.SIGTERM, lambda: stopping.add(asyncio.create_task(server.stop(None)))
+    )
     Path(port_file).write_text(f"{port}\n", encoding="utf-8")
     await server.wait_for_termination()
 

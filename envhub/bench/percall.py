@@ -258,34 +258,51 @@ def _brief(figures: dict[str, float]) -> str:
 
 
 def front_profile(source_tree: str | None = None, sessions: int = 64, seconds: float = 8.0) -> str:
-    """Profile the front process (cProfile, CPU time) while `sessions` sessions step by unary calls; returns
-    the report."""
+    """Profile envhub's front process (cProfile, CPU time) while `sessions` sessions step by unary calls;
+    returns the report."""
     with tempfile.TemporaryDirectory(prefix="envhub-percall-") as folder:
         stats_file = str(Path(folder) / "front.pstats")
         profiled = ("-m", "envhub.bench.profiled", stats_file)
         with ServerProcess(REFERENCE, max_sessions=sessions + 8, python_args=profiled, source_tree=source_tree) as s:
+            steps = asyncio.run(_profiled_steps(s, sessions, seconds, create=True))
+        return _profile_report(pstats.Stats(stats_file), steps, sessions, "envhub's front process")
 
-            async def drive() -> int:
-                async with AsyncEnvhubClient(s.target) as client:
-                    starts = await asyncio.gather(
-                        *(client.create_session(TOY, task=TASK, max_steps=10**9) for _ in range(sessions))
-                    )
-                    loop = asyncio.get_running_loop()
-                    s.process.send_signal(signal.SIGUSR1)  # profile from here (start-up left out)
-                    deadline, steps = loop.time() + seconds, [0]
 
-                    async def one(session_id: str) -> None:
-                        while loop.time() < deadline:
-                            await client.step(session_id, ACTION)
-                            steps[0] += 1
+def floor_profile(sessions: int = 64, seconds: float = 8.0) -> str:
+    """Profile the bare grpc.aio server (`envhub.bench.grpc_echo aio`) the same way; returns the report."""
+    with tempfile.TemporaryDirectory(prefix="envhub-percall-") as folder:
+        stats_file = str(Path(folder) / "floor.pstats")
+        line = [sys.executable, "-m", "envhub.bench.profiled", stats_file, "-m", "envhub.bench.grpc_echo", "aio"]
+        with PortFileProcess(lambda port_file: [*line, port_file]) as server:
+            steps = asyncio.run(_profiled_steps(server, sessions, seconds, create=False))
+        return _profile_report(pstats.Stats(stats_file), steps, sessions, "the bare grpc.aio server (grpc_echo aio)")
 
-                    await asyncio.gather(*(one(start.session_id) for start in starts))
-                    s.process.send_signal(signal.SIGUSR2)
-                    await asyncio.gather(*(client.close_session(start.session_id) for start in starts))
-                    return steps[0]
 
-            steps = asyncio.run(drive())
-        return _profile_report(pstats.Stats(stats_file), steps, sessions)
+async def _profiled_steps(server: PortFileProcess, sessions: int, seconds: float, create: bool) -> int:
+    """Unary steps of `sessions` sessions for `seconds`, the server's profile on (SIGUSR1) only meanwhile;
+    `create`: make (and then close) toy sessions, else name them (a bare server has none). Returns the steps."""
+    async with AsyncEnvhubClient(server.target) as client:
+        if create:
+            starts = await asyncio.gather(
+                *(client.create_session(TOY, task=TASK, max_steps=10**9) for _ in range(sessions))
+            )
+            ids = [start.session_id for start in starts]
+        else:
+            ids = [f"s{index}" for index in range(sessions)]
+        loop = asyncio.get_running_loop()
+        server.process.send_signal(signal.SIGUSR1)  # profile from here (start-up left out)
+        deadline, steps = loop.time() + seconds, [0]
+
+        async def one(session_id: str) -> None:
+            while loop.time() < deadline:
+                await client.step(session_id, ACTION)
+                steps[0] += 1
+
+        await asyncio.gather(*(one(session_id) for session_id in ids))
+        server.process.send_signal(signal.SIGUSR2)
+        if create:
+            await asyncio.gather(*(client.close_session(session_id) for session_id in ids))
+        return steps[0]
 
 
 def _package(filename: str) -> str:
@@ -300,14 +317,14 @@ def _package(filename: str) -> str:
     return Path(filename).name
 
 
-def _profile_report(stats: pstats.Stats, steps: int, sessions: int) -> str:
+def _profile_report(stats: pstats.Stats, steps: int, sessions: int, what: str) -> str:
     table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(entry[2] for entry in table.values())
     by_package: dict[str, float] = {}
     for (filename, _, _), entry in table.items():
         by_package[_package(filename)] = by_package.get(_package(filename), 0.0) + entry[2]
     lines = [
-        f"cProfile (CPU time of the main thread) of envhub's front process while {sessions} sessions stepped by "
+        f"cProfile (CPU time of the main thread) of {what} while {sessions} sessions stepped by "
         f"unary calls: {steps} steps, {1000 * total / max(1, steps):.3f} ms of profiled CPU per step (cProfile "
         "inflates it; the shares are what matters). C code (grpc's Cython core, protobuf, pickle) counts as the "
         "own time of the Python-visible call that ran it: `Context.run` is asyncio running a callback, mostly "
@@ -371,6 +388,10 @@ def run_percall_bench(settings: PercallSettings) -> dict[str, Any]:
             suffix = "" if label == "envhub" else f"-{label}"
             (out / f"envhub-bench-percall-profile{suffix}.txt").write_text(report)
             print(report, flush=True)
+        print("profiling the bare grpc.aio server (cProfile) under 64 sessions of unary steps...", flush=True)
+        report = floor_profile()
+        (out / "envhub-bench-percall-profile-grpc-aio.txt").write_text(report)
+        print(report, flush=True)
     results["load_average_at_end"] = os.getloadavg()[0]
     (out / "envhub-bench-percall.json").write_text(json.dumps(results, indent=2) + "\n")
     text = _markdown(results)
