@@ -3,7 +3,8 @@
 It answers `/envhub.v1.EnvHub/Step` (the same messages as envhub's, so the same client loop drives it)
 with the observation the toy environment's step carries (action text and a per-session step counter),
 and nothing else: no workers, no sessions table, no auth, no exactly-once bookkeeping, no metrics, no
-interceptors. Two servers, the two ways Python serves gRPC:
+interceptors; it accepts the client's keepalive pings as envhub's server does (`KEEPALIVE_OPTIONS`).
+Two servers, the two ways Python serves gRPC:
 
 * `aio`: `grpc.aio.server()`, the handler a coroutine on one asyncio loop (what envhub's front uses);
 * `sync`: `grpc.server(ThreadPoolExecutor(threads))`, the handler a plain function on a thread pool.
@@ -25,6 +26,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from envhub.server.app import KEEPALIVE_OPTIONS
 from envhub.v1 import envhub_pb2 as pb
 
 METHOD = "Step"
@@ -58,7 +60,7 @@ async def _serve_aio(port_file: str) -> None:
     async def step(request: pb.StepRequest, context: Any) -> pb.StepResponse:
         return echo.step(request)
 
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=KEEPALIVE_OPTIONS)
     server.add_generic_rpc_handlers((_handler(step),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
@@ -72,7 +74,7 @@ async def _serve_aio(port_file: str) -> None:
 
 def _serve_sync(port_file: str, threads: int) -> None:
     echo = _Echo()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=KEEPALIVE_OPTIONS)
     server.add_generic_rpc_handlers((_handler(lambda request, context: echo.step(request)),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()

@@ -35,7 +35,6 @@ from envhub.client import calls
 from envhub.client.errors import from_status
 from envhub.client.retry import DEFAULT_POLICY, RetryPolicy
 from envhub.client.transport import AsyncTransport
-from envhub.core.errors import EnvhubError
 from envhub.v1 import envhub_pb2 as pb
 
 MAX_BATCH = 4096
@@ -74,9 +73,7 @@ class CoalescingTransport:
         self._flush_due = False
         waiting, self._waiting = self._waiting, {}
         for entries in waiting.values():
-            live = [
-                (call, future) for call, future in entries if not future.done()
-            ]  # a cancelled caller's step is not sent
+            live = [(call, future) for call, future in entries if not future.done()]  # not a cancelled caller's
             for start in range(0, len(live), self._max_batch):
                 self._spawn(self._send_batch(live[start : start + self._max_batch]))
 
@@ -89,6 +86,10 @@ class CoalescingTransport:
         parts = [call for call, _ in entries]
         try:
             response = await self._inner.send(calls.batch(parts, return_errors=True, timeout=parts[0].timeout))
+        except asyncio.CancelledError:  # closed with `cancel`: its callers are cancelled too
+            for _, future in entries:
+                future.cancel()
+            raise
         except Exception as exc:  # the whole call failed: each of its steps failed with it
             for _, future in entries:
                 if not future.done():
@@ -109,10 +110,13 @@ class CoalescingTransport:
 
     async def _alone(self, call: calls.Call[Any], future: asyncio.Future[Message]) -> None:
         """`call` sent again on its own (same request_id), after the policy's first backoff."""
-        await asyncio.sleep(self._policy.delay_s(0))
         try:
+            await asyncio.sleep(self._policy.delay_s(0))
             response = await self._inner.send(call)
-        except EnvhubError as exc:
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
             if not future.done():
                 future.set_exception(exc)
             return
@@ -123,9 +127,16 @@ class CoalescingTransport:
         """Nothing to open: `inner` belongs to the client this one came from, which opened it."""
 
     async def aclose(self, cancel: bool = False) -> None:
-        """Wait for (or, with `cancel`, drop) the batches in flight; `inner` stays open for its owner."""
+        """Send the steps still waiting and wait for every answer (with `cancel`: cancel them and the batches in
+        flight instead); `inner` stays open for its owner."""
         if cancel:
+            for entries in self._waiting.values():
+                for _, future in entries:
+                    future.cancel()
+            self._waiting.clear()
             for task in list(self._tasks):
                 task.cancel()
+        elif self._waiting:
+            self._flush()
         if self._tasks:
             await asyncio.wait(set(self._tasks))

@@ -135,3 +135,22 @@ def test_a_cancelled_callers_step_is_not_sent(server: BackgroundServer) -> None:
             assert (await client.step(session_id, "inc")).step_index == 1
 
     asyncio.run(scenario())
+
+
+def test_closing_sends_the_waiting_steps_and_waits_for_their_answers(server: BackgroundServer) -> None:
+    async def scenario() -> None:
+        async with AsyncEnvhubClient(server.target) as client:
+            [session_id] = await _sessions(client, 1)
+            coalesced = client.coalesced()
+            waiting = asyncio.ensure_future(coalesced.step(session_id, "inc"))
+            await asyncio.sleep(0)  # queued, not sent yet
+            await coalesced.close()
+            assert waiting.done() and waiting.result().step_index == 1
+            dropped = asyncio.ensure_future(coalesced.step(session_id, "inc"))
+            await asyncio.sleep(0)
+            await coalesced.close(cancel=True)
+            with pytest.raises(asyncio.CancelledError):
+                await dropped
+            assert (await client.step(session_id, "inc")).step_index == 2  # the dropped step was never sent
+
+    asyncio.run(scenario())
