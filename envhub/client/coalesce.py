@@ -35,10 +35,11 @@ from envhub.client import calls
 from envhub.client.errors import from_status
 from envhub.client.retry import DEFAULT_POLICY, RetryPolicy
 from envhub.client.transport import AsyncTransport
+from envhub.core.status import MAX_BATCH_STEPS
 from envhub.v1 import envhub_pb2 as pb
 
-MAX_BATCH = 4096
-"""Most steps one coalesced StepBatch carries: the server's cap (`MAX_BATCH_STEPS`)."""
+MAX_BATCH = MAX_BATCH_STEPS
+"""Most steps one coalesced StepBatch carries: the server's cap."""
 
 _Waiting = list[tuple[calls.Call[Any], "asyncio.Future[Message]"]]
 
