@@ -12,11 +12,13 @@ the floor of a Python gRPC server: `envhub.bench.grpc_echo`'s trivial Step handl
 the synchronous server with a thread pool, driven by the same client loop as envhub's unary mode. Every
 round runs every mode in turn (interleaved, so they share the load of a shared machine); figures are
 medians over rounds, ratios medians of per-round ratios. Single-session p50/p99 alternate envhub and the
-baseline step by step. With `front_profile`, one more server runs under cProfile while 64 sessions step
-by unary calls, and its profile (top functions, time by package) is written beside the results. With an
+baseline step by step. With `front_profile`, one more server of each tree and one bare grpc.aio server run
+under cProfile while 64 sessions step by unary calls, and their profiles (top functions, time by package)
+are written beside the results. With an
 `environment` (e.g. alfworld), that environment's served/in-process step latency ratio is measured too.
 
-Writes `<out>/envhub-bench-percall.json`, `.md` and (with the profile) `-profile.txt`.
+Writes `<out>/envhub-bench-percall.json`, `.md` and (with the profiles) `-profile.txt`, `-profile-before.txt`
+(with a before tree) and `-profile-grpc-aio.txt`.
 """
 
 from __future__ import annotations
