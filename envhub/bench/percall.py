@@ -5,15 +5,20 @@ The environment is the toy counter (`envhub.testing:ToyKind`, one worker), so ne
 the serving path. For 1, 64 and 256 sessions stepping independently (each session one step at a time,
 all at once, from one asyncio client) it measures steps/s and CPU per step of the server's front
 process, of its worker process and of the client, for envhub's unary `Step`, one `SessionStream` and
-`StepBatch` (lock-step: one batch of every session per call, not like for like), and for the baseline:
-`envhub.bench.ws_echo`, a minimal WebSocket server (one connection per session, no framework). Every
+unary steps through `AsyncEnvhubClient.coalesced()` (the steps of one loop turn as one StepBatch), `StepBatch`
+(lock-step: one batch of every session per call, not like for like), for the baseline:
+`envhub.bench.ws_echo`, a minimal WebSocket server (one connection per session, no framework), and for
+the floor of a Python gRPC server: `envhub.bench.grpc_echo`'s trivial Step handler under grpc.aio and under
+the synchronous server with a thread pool, driven by the same client loop as envhub's unary mode. Every
 round runs every mode in turn (interleaved, so they share the load of a shared machine); figures are
 medians over rounds, ratios medians of per-round ratios. Single-session p50/p99 alternate envhub and the
-baseline step by step. With `front_profile`, one more server runs under cProfile while 64 sessions step
-by unary calls, and its profile (top functions, time by package) is written beside the results. With an
+baseline step by step. With `front_profile`, one more server of each tree and one bare grpc.aio server run
+under cProfile while 64 sessions step by unary calls, and their profiles (top functions, time by package)
+are written beside the results. With an
 `environment` (e.g. alfworld), that environment's served/in-process step latency ratio is measured too.
 
-Writes `<out>/envhub-bench-percall.json`, `.md` and (with the profile) `-profile.txt`.
+Writes `<out>/envhub-bench-percall.json`, `.md` and (with the profiles) `-profile.txt`, `-profile-before.txt`
+(with a before tree) and `-profile-grpc-aio.txt`.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 
+from envhub.bench.grpc_echo import SYNC_THREADS
 from envhub.bench.procs import PortFileProcess, ServerProcess, cpu_s, tree_pids
 from envhub.client import AsyncEnvhubClient, EnvhubClient
 from envhub.testing import REFERENCE
@@ -125,9 +131,14 @@ def _medians(rounds: list[dict[str, float]]) -> dict[str, float]:
 
 
 async def _envhub_modes(
-    label: str, client: AsyncEnvhubClient, stream: AsyncEnvhubClient, server: ServerProcess, most: int
+    label: str,
+    client: AsyncEnvhubClient,
+    stream: AsyncEnvhubClient,
+    coalesced: AsyncEnvhubClient,
+    server: ServerProcess,
+    most: int,
 ) -> list[Mode]:
-    """Unary, SessionStream and StepBatch modes over `most` sessions of the toy kind on `server`."""
+    """Unary, SessionStream, coalesced and StepBatch modes over `most` sessions of the toy kind on `server`."""
     starts = await asyncio.gather(
         *(client.create_session(TOY, task=TASK, seed=seed, max_steps=10**9) for seed in range(most))
     )
@@ -141,6 +152,10 @@ async def _envhub_modes(
         await stream.step(ids[index], ACTION)
         return 1
 
+    async def coalesce(index: int) -> int:
+        await coalesced.step(ids[index], ACTION)
+        return 1
+
     async def batch(count: int) -> int:
         await client.step_many([(session_id, ACTION) for session_id in ids[:count]])
         return count
@@ -150,12 +165,27 @@ async def _envhub_modes(
     return [
         Mode(f"{label}_unary", unary, front, workers),
         Mode(f"{label}_stream", streamed, front, workers),
+        Mode(f"{label}_coalesced", coalesce, front, workers),
         Mode(f"{label}_batch", batch, front, workers, independent=False),
     ]
 
 
+async def _floor_mode(name: str, server: PortFileProcess, stack: contextlib.AsyncExitStack) -> Mode:
+    """A bare gRPC server's Step (`envhub.bench.grpc_echo`), driven by envhub's client as envhub's unary mode."""
+    client = await stack.enter_async_context(AsyncEnvhubClient(server.target))
+
+    async def unary(index: int) -> int:
+        await client.step(f"s{index}", ACTION)
+        return 1
+
+    return Mode(name, unary, server.process.pid, ())
+
+
 async def _compare(
-    settings: PercallSettings, servers: dict[str, ServerProcess], baseline: PortFileProcess
+    settings: PercallSettings,
+    servers: dict[str, ServerProcess],
+    baseline: PortFileProcess,
+    floors: dict[str, PortFileProcess],
 ) -> dict[str, Any]:
     most = max(settings.sessions)
     modes: list[Mode] = []
@@ -163,7 +193,10 @@ async def _compare(
         for label, server in servers.items():
             client = await stack.enter_async_context(AsyncEnvhubClient(server.target))
             stream = await stack.enter_async_context(client.stream())
-            modes += await _envhub_modes(label, client, stream, server, most)
+            coalesced = await stack.enter_async_context(client.coalesced())
+            modes += await _envhub_modes(label, client, stream, coalesced, server, most)
+        for name, floor in floors.items():
+            modes.append(await _floor_mode(name, floor, stack))
         sockets: list[ClientConnection] = [
             await stack.enter_async_context(connect(f"ws://127.0.0.1:{baseline.port}", compression=None))
             for _ in range(most)
@@ -206,8 +239,9 @@ def _summary(per_mode: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     ratios = {f"{name}_to_websocket": _ratio(values, measured["websocket"]) for name, values in measured.items()}
     del ratios["websocket_to_websocket"]
     for label in ("envhub", "before"):
-        if f"{label}_stream" in measured:
-            ratios[f"{label}_stream_to_unary"] = _ratio(measured[f"{label}_stream"], measured[f"{label}_unary"])
+        for way in ("stream", "coalesced"):
+            if f"{label}_{way}" in measured:
+                ratios[f"{label}_{way}_to_unary"] = _ratio(measured[f"{label}_{way}"], measured[f"{label}_unary"])
     for name, values in measured.items():
         if name.startswith("envhub_") and f"before_{name[7:]}" in measured:
             ratios[f"{name}_to_before"] = _ratio(values, measured[f"before_{name[7:]}"])
@@ -226,34 +260,51 @@ def _brief(figures: dict[str, float]) -> str:
 
 
 def front_profile(source_tree: str | None = None, sessions: int = 64, seconds: float = 8.0) -> str:
-    """Profile the front process (cProfile, CPU time) while `sessions` sessions step by unary calls; returns
-    the report."""
+    """Profile envhub's front process (cProfile, CPU time) while `sessions` sessions step by unary calls;
+    returns the report."""
     with tempfile.TemporaryDirectory(prefix="envhub-percall-") as folder:
         stats_file = str(Path(folder) / "front.pstats")
         profiled = ("-m", "envhub.bench.profiled", stats_file)
         with ServerProcess(REFERENCE, max_sessions=sessions + 8, python_args=profiled, source_tree=source_tree) as s:
+            steps = asyncio.run(_profiled_steps(s, sessions, seconds, create=True))
+        return _profile_report(pstats.Stats(stats_file), steps, sessions, "envhub's front process")
 
-            async def drive() -> int:
-                async with AsyncEnvhubClient(s.target) as client:
-                    starts = await asyncio.gather(
-                        *(client.create_session(TOY, task=TASK, max_steps=10**9) for _ in range(sessions))
-                    )
-                    loop = asyncio.get_running_loop()
-                    s.process.send_signal(signal.SIGUSR1)  # profile from here (start-up left out)
-                    deadline, steps = loop.time() + seconds, [0]
 
-                    async def one(session_id: str) -> None:
-                        while loop.time() < deadline:
-                            await client.step(session_id, ACTION)
-                            steps[0] += 1
+def floor_profile(sessions: int = 64, seconds: float = 8.0) -> str:
+    """Profile the bare grpc.aio server (`envhub.bench.grpc_echo aio`) the same way; returns the report."""
+    with tempfile.TemporaryDirectory(prefix="envhub-percall-") as folder:
+        stats_file = str(Path(folder) / "floor.pstats")
+        line = [sys.executable, "-m", "envhub.bench.profiled", stats_file, "-m", "envhub.bench.grpc_echo", "aio"]
+        with PortFileProcess(lambda port_file: [*line, port_file]) as server:
+            steps = asyncio.run(_profiled_steps(server, sessions, seconds, create=False))
+        return _profile_report(pstats.Stats(stats_file), steps, sessions, "the bare grpc.aio server (grpc_echo aio)")
 
-                    await asyncio.gather(*(one(start.session_id) for start in starts))
-                    s.process.send_signal(signal.SIGUSR2)
-                    await asyncio.gather(*(client.close_session(start.session_id) for start in starts))
-                    return steps[0]
 
-            steps = asyncio.run(drive())
-        return _profile_report(pstats.Stats(stats_file), steps, sessions)
+async def _profiled_steps(server: PortFileProcess, sessions: int, seconds: float, create: bool) -> int:
+    """Unary steps of `sessions` sessions for `seconds`, the server's profile on (SIGUSR1) only meanwhile;
+    `create`: make (and then close) toy sessions, else name them (a bare server has none). Returns the steps."""
+    async with AsyncEnvhubClient(server.target) as client:
+        if create:
+            starts = await asyncio.gather(
+                *(client.create_session(TOY, task=TASK, max_steps=10**9) for _ in range(sessions))
+            )
+            ids = [start.session_id for start in starts]
+        else:
+            ids = [f"s{index}" for index in range(sessions)]
+        loop = asyncio.get_running_loop()
+        server.process.send_signal(signal.SIGUSR1)  # profile from here (start-up left out)
+        deadline, steps = loop.time() + seconds, [0]
+
+        async def one(session_id: str) -> None:
+            while loop.time() < deadline:
+                await client.step(session_id, ACTION)
+                steps[0] += 1
+
+        await asyncio.gather(*(one(session_id) for session_id in ids))
+        server.process.send_signal(signal.SIGUSR2)
+        if create:
+            await asyncio.gather(*(client.close_session(session_id) for session_id in ids))
+        return steps[0]
 
 
 def _package(filename: str) -> str:
@@ -268,14 +319,14 @@ def _package(filename: str) -> str:
     return Path(filename).name
 
 
-def _profile_report(stats: pstats.Stats, steps: int, sessions: int) -> str:
+def _profile_report(stats: pstats.Stats, steps: int, sessions: int, what: str) -> str:
     table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(entry[2] for entry in table.values())
     by_package: dict[str, float] = {}
     for (filename, _, _), entry in table.items():
         by_package[_package(filename)] = by_package.get(_package(filename), 0.0) + entry[2]
     lines = [
-        f"cProfile (CPU time of the main thread) of envhub's front process while {sessions} sessions stepped by "
+        f"cProfile (CPU time of the main thread) of {what} while {sessions} sessions stepped by "
         f"unary calls: {steps} steps, {1000 * total / max(1, steps):.3f} ms of profiled CPU per step (cProfile "
         "inflates it; the shares are what matters). C code (grpc's Cython core, protobuf, pickle) counts as the "
         "own time of the Python-visible call that ran it: `Context.run` is asyncio running a callback, mostly "
@@ -305,6 +356,11 @@ def served_ratio(environment: str, source_tree: str | None = None, steps: int = 
     return {"in_process": local, "grpc": remote, "ratio_p50": remote["p50_ms"] / local["p50_ms"]}
 
 
+def _floor_server(kind: str) -> PortFileProcess:
+    """`envhub.bench.grpc_echo` (a bare Python gRPC server, `kind` aio or sync) as a subprocess."""
+    return PortFileProcess(lambda port_file: [sys.executable, "-m", "envhub.bench.grpc_echo", kind, port_file])
+
+
 def run_percall_bench(settings: PercallSettings) -> dict[str, Any]:
     """Run every measurement, print as it goes, write JSON and markdown; returns the results."""
     out = Path(settings.out)
@@ -319,7 +375,8 @@ def run_percall_bench(settings: PercallSettings) -> dict[str, Any]:
         }
         command = [sys.executable, "-m", "envhub.bench.ws_echo"]
         baseline = stack.enter_context(PortFileProcess(lambda port_file: [*command, port_file]))
-        results.update(asyncio.run(_compare(settings, servers, baseline)))
+        floors = {f"grpc_{kind}": stack.enter_context(_floor_server(kind)) for kind in ("aio", "sync")}
+        results.update(asyncio.run(_compare(settings, servers, baseline, floors)))
     if settings.environment:
         results["environment_ratio"] = {}
         for label, tree in trees.items():
@@ -333,6 +390,10 @@ def run_percall_bench(settings: PercallSettings) -> dict[str, Any]:
             suffix = "" if label == "envhub" else f"-{label}"
             (out / f"envhub-bench-percall-profile{suffix}.txt").write_text(report)
             print(report, flush=True)
+        print("profiling the bare grpc.aio server (cProfile) under 64 sessions of unary steps...", flush=True)
+        report = floor_profile()
+        (out / "envhub-bench-percall-profile-grpc-aio.txt").write_text(report)
+        print(report, flush=True)
     results["load_average_at_end"] = os.getloadavg()[0]
     (out / "envhub-bench-percall.json").write_text(json.dumps(results, indent=2) + "\n")
     text = _markdown(results)
@@ -354,9 +415,13 @@ def _markdown(results: dict[str, Any]) -> str:
         "",
         "Modes: `envhub_*` this tree's server"
         + (f", `before_*` the server of `{settings['before_tree']}`" if settings["before_tree"] else "")
-        + "; `_unary` one Step call per step, `_stream` one SessionStream for all sessions, `_batch` one StepBatch "
-        "of every session per call (lock-step, not like for like); `websocket` the baseline "
-        "(`envhub.bench.ws_echo`: one WebSocket connection per session, no framework, no workers).",
+        + "; `_unary` one Step call per step, `_stream` one SessionStream for all sessions, `_coalesced` unary "
+        "steps through `AsyncEnvhubClient.coalesced()` (the steps of one loop turn as one StepBatch), `_batch` one "
+        "StepBatch of every session per call (lock-step, not like for like); `websocket` the baseline "
+        "(`envhub.bench.ws_echo`: one WebSocket connection per session, no framework, no workers); `grpc_aio` and "
+        "`grpc_sync` the floor of a Python gRPC server (`envhub.bench.grpc_echo`: envhub's Step RPC with a trivial "
+        "handler, grpc.aio or the synchronous server with a thread pool of "
+        f"{SYNC_THREADS}, driven by envhub's client as `envhub_unary`).",
         "",
         "| sessions | mode | steps/s | vs WebSocket | vs before | CPU ms/step: front | worker | server | client |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -375,9 +440,10 @@ def _markdown(results: dict[str, Any]) -> str:
     lines += [f"| {name} | {v['p50_ms']:.3f} | {v['p99_ms']:.3f} |" for name, v in results["latency"].items()]
     lines.append("")
     for count, block in results["sessions"].items():
-        pairs = [(key, value) for key, value in block["ratios"].items() if key.endswith("stream_to_unary")]
+        pairs = [(key, value) for key, value in block["ratios"].items() if key.endswith("_to_unary")]
         lines.append(
-            f"SessionStream / unary steps/s at {count} sessions: " + ", ".join(f"{k} {v:.2f}x" for k, v in pairs)
+            f"SessionStream and coalesced / unary steps/s at {count} sessions: "
+            + ", ".join(f"{k} {v:.2f}x" for k, v in pairs)
         )
     for label, ratio in results.get("environment_ratio", {}).items():
         lines += [

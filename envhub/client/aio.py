@@ -12,6 +12,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from envhub.client import calls, channel
 from envhub.client.aio_failover import AsyncFailoverTransport, FailoverStreamTransport
+from envhub.client.coalesce import MAX_BATCH, CoalescingTransport
 from envhub.client.retry import DEFAULT_POLICY, RetryPolicy
 from envhub.client.stream import StreamTransport
 from envhub.client.transport import DEFAULT_TIMEOUT_S, AioChannelTransport, AsyncTransport, Settings
@@ -71,6 +72,12 @@ class AsyncEnvhubClient:
         if not isinstance(self.transport, AioChannelTransport):
             raise TypeError("stream() needs a client over one server (AioChannelTransport) or with failover")
         return AsyncEnvhubClient(StreamTransport(self.transport, timeout))
+
+    def coalesced(self, policy: RetryPolicy = DEFAULT_POLICY, max_batch: int = MAX_BATCH) -> AsyncEnvhubClient:
+        """A client whose steps sent in one loop turn go as one StepBatch over this client's transport (see
+        `envhub.client.coalesce`): `async with client.coalesced() as steps: ...`; `policy` decides which
+        failed entries are sent again alone."""
+        return AsyncEnvhubClient(CoalescingTransport(self.transport, policy, max_batch))
 
     async def close(self, cancel: bool = False) -> None:
         """Close the connection (for a stream: half-close and wait for answers; `cancel` drops them)."""

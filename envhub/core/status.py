@@ -12,6 +12,9 @@ from envhub.core.errors import EnvhubError
 DOMAIN = "envhub.dev"
 MAX_MESSAGE_CHARS = 1024
 MAX_METADATA_CHARS = 256
+MAX_BATCH_STEPS = 4096
+"""Most steps one StepBatch (or restores one RestoreSnapshotBatch) may carry (a rollout turn of 4x the
+papers' 1,024 episodes); more answer INVALID_ARGUMENT (BATCH_TOO_LARGE)."""
 STREAM_ADMITTED = "envhub-stream-admitted"
 """Initial-metadata key a server opens a SessionStream with once it admitted it (token accepted, not
 draining). A client writes no request before it: grpc.aio reports a write that races the server's

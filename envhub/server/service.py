@@ -23,7 +23,7 @@ from google.protobuf.message import Message
 
 from envhub.core import errors
 from envhub.core.environment import TaskSpec
-from envhub.core.status import STREAM_ADMITTED, to_rpc_status, to_status
+from envhub.core.status import MAX_BATCH_STEPS, STREAM_ADMITTED, to_rpc_status, to_status
 from envhub.server import convert
 from envhub.server import worker_ops as ops
 from envhub.server.auth import caller
@@ -44,9 +44,6 @@ T = TypeVar("T")
 M = TypeVar("M", bound=Message)
 MAX_PAGE_SIZE = 1000
 MAX_REQUEST_ID_BYTES = 128
-MAX_BATCH_STEPS = 4096
-"""Most steps one StepBatch (or restores one RestoreSnapshotBatch) may carry (a rollout turn of 4x the
-papers' 1,024 episodes)."""
 SERVICE = pb.DESCRIPTOR.services_by_name["EnvHub"]
 SERVICE_NAME = SERVICE.full_name
 _PAGE_TOKEN = re.compile(r"[1-9][0-9]{0,9}")

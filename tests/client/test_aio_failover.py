@@ -65,3 +65,25 @@ def test_steps_on_session_streams_survive_a_replica_that_fails(failure: str) -> 
         asyncio.run(scenario())
         if failure == "drain":
             assert servers[0].process.wait(timeout=60) == 0
+
+
+def test_coalesced_steps_survive_a_killed_replica() -> None:
+    """`coalesced()` over failover: each turn's steps are one StepBatch call, split by replica; the killed
+    replica's sessions are recovered and every step still applies once."""
+    with replicas() as servers:
+
+        async def scenario() -> None:
+            failover = FailoverTransport.over([server.target for server in servers], snapshot_every=2)
+            transport = AsyncFailoverTransport(failover)
+            async with AsyncEnvhubClient(transport) as client, client.coalesced() as steps:
+                sessions = [(await client.create_session("toy", f"train-count/{i % 4}")).session_id for i in range(8)]
+                assert len(owned_by(transport, servers[0], sessions)) == 4
+                for _ in range(3):
+                    await asyncio.gather(*(steps.step(session, "count") for session in sessions))
+                servers[0].process.kill()
+                views = await asyncio.gather(*(steps.step(session, "count") for session in sessions))
+                assert [view.text for view in views] == [f"train-count/{i % 4} seed 0: 4" for i in range(8)]
+                assert [view.session_id for view in views] == sessions
+                assert transport.failover.recoveries == 4
+
+        asyncio.run(scenario())

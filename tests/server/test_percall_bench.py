@@ -1,4 +1,5 @@
-"""The per-call bench's parts: the WebSocket baseline answers like a toy step, and the summary's ratios."""
+"""The per-call bench's parts: the WebSocket baseline and the bare gRPC servers answer like a toy step, and the
+summary's ratios."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import asyncio
 import json
 import sys
 
+import pytest
 from websockets.asyncio.client import connect
 
 from envhub.bench.percall import _summary
 from envhub.bench.procs import PortFileProcess
+from envhub.client import AsyncEnvhubClient
 
 
 def test_websocket_baseline_counts_each_sessions_steps() -> None:
@@ -53,3 +56,17 @@ def test_summary_takes_medians_and_per_round_ratios() -> None:
     assert ratios["before_stream_to_unary"] == 2.0  # per round 2, 2, 1
     assert ratios["envhub_unary_to_before"] == 1.0  # per round 2, 1, 0.5
     assert "websocket_to_websocket" not in ratios
+
+
+@pytest.mark.parametrize("kind", ["aio", "sync"])
+def test_grpc_floor_answers_envhubs_client_like_a_toy_step(kind: str) -> None:
+    async def play(target: str) -> list[tuple[str, int]]:
+        async with AsyncEnvhubClient(target) as client:
+            views = [
+                await client.step(session, action) for session, action in (("a", "inc"), ("a", "look"), ("b", "inc"))
+            ]
+            return [(view.text, view.step_index) for view in views]
+
+    command = [sys.executable, "-m", "envhub.bench.grpc_echo", kind]
+    with PortFileProcess(lambda port_file: [*command, port_file]) as server:
+        assert asyncio.run(play(server.target)) == [("inc 1", 1), ("look 2", 2), ("inc 1", 1)]
