@@ -52,15 +52,24 @@ class PathSpec:
     bf16: bool
     kv_cache_mb: float
     share_prefixes: bool
+    supervised_only: bool
+    """Learner and SFT project to the vocabulary only at supervised tokens (docs/design/029)."""
 
 
-OLD = PathSpec("old: fp32, no kept cache, one forward per scored row", bf16=False, kv_cache_mb=0, share_prefixes=False)
+OLD = PathSpec(
+    "old: fp32, no kept cache, one forward per scored row, learner and SFT logits at every position",
+    bf16=False,
+    kv_cache_mb=0,
+    share_prefixes=False,
+    supervised_only=False,
+)
 
 
 def new_path(setting: str = "auto") -> PathSpec:
     """The new path: bf16 as `precision.cpu_bf16: <setting>` decides here, kept cache, shared prefixes."""
     bf16 = cpu_bf16(setting, "cpu")  # type: ignore[arg-type]
-    return PathSpec(f"new: {'bf16' if bf16 else 'fp32'}, kept cache, shared prefixes", bf16, 1024, True)
+    name = f"new: {'bf16' if bf16 else 'fp32'}, kept cache, shared prefixes, logits at supervised tokens only"
+    return PathSpec(name, bf16, 1024, True, True)
 
 
 def _best(fn: Any, repeats: int, warm_up: Any = None) -> float:
@@ -139,7 +148,14 @@ def _learner_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
     )
     objective = ObjectiveConfig.model_validate({"name": "grpo", "reduction": "token-mean"})
     optim = OptimConfig.model_validate({"lr": 1e-6})
-    learner = Learner(model, objective, optim, recompute_logp_old=path.bf16, cpu_bf16=path.bf16)
+    learner = Learner(
+        model,
+        objective,
+        optim,
+        recompute_logp_old=path.bf16,
+        cpu_bf16=path.bf16,
+        supervised_positions=path.supervised_only,
+    )
     return float(batch.attention_mask.sum()) / _best(lambda: learner.step(batch), sizes.repeats)
 
 
@@ -160,7 +176,13 @@ def _sft_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
     ]
     for steps in (1, sizes.sft_steps):  # the first call warms up
         sft = sft_train(
-            model, tokenizer, examples, steps=steps, batch_tokens=sizes.sft_batch_tokens, cpu_bf16=path.bf16
+            model,
+            tokenizer,
+            examples,
+            steps=steps,
+            batch_tokens=sizes.sft_batch_tokens,
+            cpu_bf16=path.bf16,
+            targets_only=path.supervised_only,
         )
     return sft["tokens"] / sft["seconds"]
 
