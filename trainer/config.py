@@ -97,7 +97,7 @@ class PrecisionConfig(_Section):
         description="bf16 on the CPU: the hf backend's generation and teacher scoring with bf16 weights, the learner "
         "and SFT under bf16 autocast (fp32 master weights and AdamW state). `auto`: on when the CPU lists "
         "amx_bf16 or avx512_bf16 (the reason is logged once). Default off: bf16 moves log-probs (SmolLM2-135M: "
-        "mean 0.05, max 0.29 from fp32) and `auto` would make results depend on the machine; SmolLM2 runs 1.3-16x "
+        "mean 0.05, max 0.29 from fp32) and `auto` would make results depend on the machine; SmolLM2 runs 1.2-11x "
         "faster with it (docs/results/trainer-bench-speed.md), and the SmolLM2 quickstart sets `auto`.",
     )
 
@@ -312,8 +312,8 @@ class OptimConfig(_Section):
     logprob_chunk_tokens: int = Field(
         1024,
         ge=0,
-        description="Positions projected to the vocabulary at a time when computing log-probs (fp32 temporaries "
-        "of one chunk only, recomputed in backward); 0 = the whole micro-batch at once.",
+        description="Positions projected to the vocabulary at a time when computing log-probs (only supervised "
+        "tokens are projected; fp32 temporaries of one chunk only, recomputed in backward); 0 = all at once.",
     )
     gradient_checkpointing: bool = Field(
         False, description="Recompute each decoder layer's activations in backward (HF gradient checkpointing)."

@@ -13,7 +13,8 @@ One `Learner.step(batch)`:
 3. grad-norm clip, AdamW step. bf16 autocast on CUDA, and on the CPU with `cpu_bf16` (fp32 master weights
    and AdamW state either way; `trainer.precision`).
 
-Log-probs come from `LogprobModel` (chunked vocabulary projection, `optim.logprob_chunk_tokens`).
+Log-probs come from `LogprobModel` (vocabulary projection at the supervised tokens only, chunked by
+`optim.logprob_chunk_tokens`; docs/design/029).
 With a process group of more than one rank (`trainer.learner_dist`), the model is sharded with FSDP2,
 every rank sees the whole batch (advantages and loss weights are computed on all of it: global token
 normalisation) and trains on its own contiguous rows; ranks run equally many micro-batches (a rank
@@ -94,6 +95,7 @@ class Learner:
         pbr: PbrConfig | None = None,
         fsdp: bool = False,
         cpu_bf16: bool = False,
+        supervised_positions: bool = True,
     ) -> None:
         self.device = torch.device(device)
         self.rank, self.world_size = world()
@@ -120,6 +122,9 @@ class Learner:
         self.recompute_logp_old = recompute_logp_old
         self.cpu_bf16 = cpu_bf16
         """Forward and backward under bf16 autocast on the CPU too (`precision.cpu_bf16`)."""
+        self.supervised_positions = supervised_positions
+        """Project to the vocabulary only at supervised tokens (False: at every position, the path before
+        docs/design/029, kept as the reference of its parity tests and `trainer bench --speed`'s old path)."""
         self.global_step = 0
 
     def step(self, batch: TokenBatch) -> dict[str, float]:
@@ -164,7 +169,11 @@ class Learner:
         logp_old = torch.zeros_like(batch.logp_old)
         for rows, width, real in self._schedule(batch):
             with autocast(self.device, self.cpu_bf16):
-                logp, _ = self.scorer(batch.input_ids[rows, :width], batch.attention_mask[rows, :width])
+                logp, _ = self.scorer(
+                    batch.input_ids[rows, :width],
+                    batch.attention_mask[rows, :width],
+                    self._positions(batch, rows, width),
+                )
             if real:
                 logp_old[rows, :width] = logp.to(logp_old.dtype)
         all_reduce_sum(logp_old)  # each rank filled its own rows
@@ -183,7 +192,7 @@ class Learner:
             ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
             mask = batch.loss_mask[rows, :width]
             with autocast(self.device, self.cpu_bf16):
-                logp, entropy = self.scorer(ids, attn)
+                logp, entropy = self.scorer(ids, attn, self._positions(batch, rows, width))
             loss, loss_metrics = ppo_actor_loss(
                 logp,
                 batch.logp_old[rows, :width],
@@ -217,6 +226,10 @@ class Learner:
             )
             weighted.setdefault(PBR_LOSS, 0.0)
         return self._sum_over_ranks(weighted)
+
+    def _positions(self, batch: TokenBatch, rows: slice, width: int) -> torch.Tensor | None:
+        """Where the scorer projects to the vocabulary: the supervised tokens (None: everywhere)."""
+        return batch.loss_mask[rows, :width] if self.supervised_positions else None
 
     def _pbr_term(
         self, ids: torch.Tensor, attn: torch.Tensor, part: ConstraintBatch, total: int

@@ -1,9 +1,10 @@
 """The learner's model plumbing: chunked log-probs inside one forward, FSDP2 sharding, rank shards.
 
 * `LogprobModel` wraps a causal LM; its forward returns each token's log-prob and the entropy of the
-  distribution predicting it, projecting hidden states to the vocabulary `chunk_tokens` positions at
-  a time under activation checkpointing, so the fp32 full-vocabulary tensor of a whole micro-batch
-  never exists (neither in forward nor kept for backward): one chunk's at a time.
+  distribution predicting it, projecting hidden states to the vocabulary only at the positions asked
+  for (the supervised tokens), `chunk_tokens` positions at a time under activation checkpointing, so
+  the fp32 full-vocabulary tensor of a whole micro-batch never exists (neither in forward nor kept for
+  backward): one chunk's at a time.
 * `shard` applies FSDP2 (`fully_shard`) to each decoder layer, then to the wrapper (the root, which
   holds the tied embedding / LM head), with bf16 parameters and fp32 gradient reduction on CUDA.
 * `rank_rows` gives each rank a contiguous share of the batch's rows; the loss weights are computed
@@ -27,11 +28,19 @@ class LogprobModel(torch.nn.Module):
         self.lm = lm
         self.chunk_tokens = chunk_tokens
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`positions` (N, S) bool: project only where True (the supervised tokens; elsewhere logp and entropy
+        are 0); None: every position 1..S-1 (the reference path, docs/design/029)."""
         hidden = self.lm.model(input_ids=input_ids, attention_mask=attention_mask.long()).last_hidden_state
         n, s, h = hidden.shape
         flat = hidden[:, :-1].reshape(-1, h)
         targets = input_ids[:, 1:].reshape(-1)
+        index = None
+        if positions is not None:
+            index = positions[:, 1:].reshape(-1).nonzero().squeeze(-1)
+            flat, targets = flat[index], targets[index]
         step = self.chunk_tokens if self.chunk_tokens > 0 else max(flat.shape[0], 1)
         logps, entropies = [], []
         for start in range(0, flat.shape[0], step):
@@ -42,9 +51,14 @@ class LogprobModel(torch.nn.Module):
                 logp, entropy = self._chunk(*args)
             logps.append(logp)
             entropies.append(entropy)
+        logp_flat = torch.cat(logps) if logps else flat.new_zeros(0, dtype=torch.float32)
+        entropy_flat = torch.cat(entropies) if entropies else logp_flat.detach()
+        if index is not None:
+            zeros = torch.zeros(n * (s - 1), dtype=torch.float32, device=hidden.device)
+            logp_flat, entropy_flat = zeros.index_put((index,), logp_flat), zeros.index_put((index,), entropy_flat)
         zeros = torch.zeros(n, 1, dtype=torch.float32, device=hidden.device)
-        logp_all = torch.cat([zeros, torch.cat(logps).view(n, s - 1)], dim=1)
-        entropy_all = torch.cat([zeros, torch.cat(entropies).view(n, s - 1)], dim=1)
+        logp_all = torch.cat([zeros, logp_flat.view(n, s - 1)], dim=1)
+        entropy_all = torch.cat([zeros, entropy_flat.view(n, s - 1)], dim=1)
         return logp_all, entropy_all
 
     def _chunk(self, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -13,6 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.backends.base import SamplingSettings
 from trainer.backends.hf import HFBackend
+from trainer.learner_dist import LogprobModel
 from trainer.precision import autocast
 
 Example = tuple[list[int], list[int]]
@@ -22,6 +23,8 @@ WARMUP_SHARE = 0.05
 """`cosine` schedule: share of the steps spent warming the learning rate up linearly from lr / warm-up steps."""
 FINAL_LR_SHARE = 0.1
 """`cosine` schedule: the last step's learning rate as a share of `lr`."""
+LOSS_CHUNK_TOKENS = 1024
+"""Target positions projected to the vocabulary at a time (as the learner's `optim.logprob_chunk_tokens`)."""
 
 
 def lr_factor(schedule: LrSchedule, done: int, steps: int) -> float:
@@ -49,6 +52,19 @@ def _collate(batch: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, torch
         mask[i, : len(row)] = 1
         labels[i, len(prompt) : len(row)] = row[len(prompt) :]
     return ids, mask, labels
+
+
+def response_loss(
+    model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor, *, targets_only: bool = True
+) -> torch.Tensor:
+    """Mean cross-entropy over the labelled tokens (labels != -100). `targets_only`: the vocabulary projection only
+    at those positions, `LOSS_CHUNK_TOKENS` at a time (docs/design/029); False: transformers' loss over the logits
+    of every position (the path before, the reference of the parity test and `trainer bench --speed`'s old path)."""
+    if not targets_only:
+        return model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    targets = labels != -100
+    logp, _ = LogprobModel(model, LOSS_CHUNK_TOKENS)(ids, mask, targets)
+    return -logp[targets].sum() / targets.sum().clamp(min=1)
 
 
 def _token_budget_batches(examples: Sequence[Example], batch_tokens: int, rng: random.Random) -> list[list[Example]]:
@@ -82,6 +98,7 @@ def sft_train(
     log_every: int = 10,
     schedule: LrSchedule = "constant",
     cpu_bf16: bool = False,
+    targets_only: bool = True,
 ) -> dict[str, float]:
     """Train `model` in place for `steps` AdamW steps; returns {first_loss, last_loss, steps, tokens, seconds}.
 
@@ -89,7 +106,8 @@ def sft_train(
     gradients are clipped to `max_grad_norm`. `log_fn` receives {step, loss, grad_norm, lr} every `log_every`
     steps. `schedule`: `constant` (`lr` throughout) or `cosine` (linear warm-up over the first
     `WARMUP_SHARE` of the steps, then cosine decay to `FINAL_LR_SHARE` x `lr`). `cpu_bf16`: forward and backward
-    under bf16 autocast on the CPU (fp32 weights and AdamW state; `precision.cpu_bf16`).
+    under bf16 autocast on the CPU (fp32 weights and AdamW state; `precision.cpu_bf16`). `targets_only`: see
+    `response_loss`.
     """
     if not examples:
         raise ValueError("sft_train needs at least one example")
@@ -110,7 +128,7 @@ def sft_train(
             pending = _token_budget_batches(examples, batch_tokens, rng)
         ids, mask, labels = (t.to(device) for t in _collate(pending.pop(), tokenizer.pad_token_id))
         with autocast(device, cpu_bf16):
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            loss = response_loss(model, ids, mask, labels, targets_only=targets_only)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)

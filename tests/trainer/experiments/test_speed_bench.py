@@ -23,10 +23,12 @@ SMALL = SpeedSizes(
 
 @pytest.mark.slow  # ~25 s under load: two learners, two SFT runs
 def test_both_paths_measure_every_rate_and_the_page_shows_their_ratio(tiny_models: TinyModels) -> None:
-    new = PathSpec("new", bf16=True, kv_cache_mb=16, share_prefixes=True)
+    new = PathSpec("new", bf16=True, kv_cache_mb=16, share_prefixes=True, supervised_only=True)
     old, fresh = _measure(str(tiny_models.student), OLD, SMALL), _measure(str(tiny_models.student), new, SMALL)
     assert set(old) == set(fresh) and all(value > 0 for value in [*old.values(), *fresh.values()])
     ratio = {key: fresh[key] / old[key] for key in old}
+    old.update(load_before=1.5, load_after=2.5)
+    fresh.update(load_before=2.5, load_after=3.0)
     diff = {
         "backend_bf16_mean": 0.1,
         "backend_bf16_max": 0.2,
@@ -45,3 +47,4 @@ def test_both_paths_measure_every_rate_and_the_page_shows_their_ratio(tiny_model
     assert f"| tiny | teacher scoring tokens/s | {old['scoring_tokens_per_s']:.0f} |" in page
     assert f"{ratio['generation_tokens_per_s']:.2f}x | >= 4x |" in page
     assert "| tiny | 0.1000 | 0.2000 | 0.3000 | 0.4000 |" in page
+    assert "| tiny | 1.5 -> 2.5 | 2.5 -> 3.0 |" in page

@@ -131,6 +131,21 @@ def test_recomputed_logp_old_makes_the_first_ratio_one(tiny_models: TinyModels, 
     assert step["actor/rollout_logp_abs_diff"] == metrics["actor/rollout_logp_abs_diff"]
 
 
+def test_supervised_positions_step_equals_the_every_position_step(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    """fp32: one ATOD step (with the logp_old recompute) projecting only at supervised tokens gives the metrics and
+    weights of the path that projects everywhere, within 1e-5 (docs/design/029)."""
+    results = []
+    for supervised in (True, False):
+        learner = _learner(tiny_models.student, "atod", budget=64)
+        learner.recompute_logp_old, learner.supervised_positions = True, supervised
+        results.append((learner.step(batch), [p.detach().clone() for p in learner.model.parameters()]))
+    (got, got_weights), (want, want_weights) = results
+    for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/rollout_logp_abs_diff"):
+        assert got[key] == pytest.approx(want[key], abs=1e-5), key
+    for a, b in zip(got_weights, want_weights, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
 def test_recompute_defaults_to_on_only_for_another_engine() -> None:
     assert OptimConfig().recompute("vllm") and not OptimConfig().recompute("hf")
     assert OptimConfig(recompute_logp_old=True).recompute("hf")

@@ -13,7 +13,7 @@ from transformers import PreTrainedTokenizerBase
 from trainer.backends import HFBackend
 from trainer.backends.base import SamplingSettings
 from trainer.models import make_tiny_model, train_tokenizer
-from trainer.sft import FINAL_LR_SHARE, _collate, evaluate_exact_match, lr_factor, sft_train
+from trainer.sft import FINAL_LR_SHARE, _collate, evaluate_exact_match, lr_factor, response_loss, sft_train
 
 RECEPTACLES = ["countertop", "fridge", "cabinet", "drawer", "shelf", "sinkbasin", "microwave", "desk", "sofa"]
 VERBS = ["go to", "open", "close", "examine"]
@@ -31,6 +31,34 @@ def test_collate_supervises_response_tokens_only() -> None:
     assert ids.tolist() == [[5, 6, 7, 8, 9], [5, 10, 0, 0, 0]]
     assert mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]]
     assert labels.tolist() == [[-100, -100, -100, 8, 9], [-100, 10, -100, -100, -100]]
+
+
+SFT_BF16_LOSS_TOL = 2e-3
+"""Stated tolerance: |targets-only loss - transformers' loss| both under CPU bf16 autocast (tiny model)."""
+
+
+def test_targets_only_loss_equals_the_full_logits_loss(tokenizer: PreTrainedTokenizerBase) -> None:
+    """fp32 parity (1e-5) of the loss projected only at target positions with transformers' loss over every
+    position, values and gradients; under bf16 autocast within `SFT_BF16_LOSS_TOL` (docs/design/029)."""
+    model = make_tiny_model(tokenizer, hidden=64, layers=2, seed=0)
+    examples = [
+        (tokenizer.encode(p), tokenizer.encode(r))
+        for p, r in itertools.starmap(_pair, [("open", "fridge", 1), ("go to", "desk", 12), ("examine", "sofa", 3)])
+    ]
+    ids, mask, labels = _collate(examples, tokenizer.pad_token_id)
+    grads = []
+    for targets_only in (True, False):
+        model.zero_grad()
+        loss = response_loss(model, ids, mask, labels, targets_only=targets_only)
+        loss.backward()
+        grads.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    (loss_new, grad_new), (loss_old, grad_old) = grads
+    torch.testing.assert_close(loss_new, loss_old, atol=1e-5, rtol=0)
+    for a, b in zip(grad_new, grad_old, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        new, old = (response_loss(model, ids, mask, labels, targets_only=t) for t in (True, False))
+    assert abs(float(new) - float(old)) <= SFT_BF16_LOSS_TOL
 
 
 def test_exact_match_counts_token_for_token(tokenizer: PreTrainedTokenizerBase) -> None:
