@@ -7,6 +7,10 @@ one, in arrival order, on the worker's main thread, so this is where a step's
 `expected_step_index` and the remembered answer to a repeated `request_id` are checked: a
 retried call can never overtake or double the original. Operations of one session are applied in
 arrival order; across sessions, steps go before queued session starts (`envhub.server.lanes`).
+For a kind with `EnvironmentKind.concurrent_starts` (and unless the server asks for `inline_starts`),
+creates, resets, restores and forks are applied on a second thread, the start thread, while steps go
+on (design note 031): a step then waits for no session start, only for its share of the interpreter,
+which the worker hands over every `SWITCH_INTERVAL_S`.
 
 One exception to arrival order, so that a slow creation does not hold up other sessions'
 steps (head-of-line blocking): a create or restore on a task the kind says is not prepared yet
@@ -22,6 +26,7 @@ import functools
 import gc
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -36,10 +41,15 @@ from envhub.core.registry import build_kind
 from envhub.core.session import Session
 from envhub.server import worker_ops as ops
 from envhub.server.catalog import KindCatalog
-from envhub.server.lanes import Lanes
+from envhub.server.lanes import Item, Lanes
 from envhub.server.preparer import Preparer
 
 log = logging.getLogger(__name__)
+SWITCH_INTERVAL_S = 0.001
+"""With a start thread: how long one thread may hold the interpreter while another waits (Python's default is
+5 ms). A step arriving while the start thread runs waits for it about three times (to be read, applied and
+answered), so 1 ms bounds that to ~3 ms, under a step's median on a loaded server; the start thread pays a
+few more switches."""
 
 
 @dataclass
@@ -62,6 +72,8 @@ class WorkerState:
         self.preparing: set[str] = set()
         """Sessions whose create or restore waits in the preparation lane."""
         self._cancelled: set[str] = set()
+        self._starting = threading.Lock()
+        """Makes a start's admission and a Close of a preparing session one step each (two serving threads)."""
         self._handlers: dict[type[ops.Op[Any]], Callable[[Any], Any]] = {
             ops.Create: self.create,
             ops.Reset: self.reset,
@@ -96,10 +108,11 @@ class WorkerState:
 
     def _admit(self, session_id: str) -> None:
         """Before a session starts: refused if the server closed it while its task was being prepared."""
-        self.preparing.discard(session_id)
-        if session_id in self._cancelled:
-            self._cancelled.discard(session_id)
-            raise errors.EnvhubError(grpc.StatusCode.ABORTED, "the session was closed while starting", "CLOSED")
+        with self._starting:
+            self.preparing.discard(session_id)
+            if session_id in self._cancelled:
+                self._cancelled.discard(session_id)
+                raise errors.EnvhubError(grpc.StatusCode.ABORTED, "the session was closed while starting", "CLOSED")
 
     def _session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -174,9 +187,10 @@ class WorkerState:
         return tuple(replies)
 
     def close(self, op: ops.Close) -> None:
-        if op.session_id in self.preparing:  # not started yet: it never will be
-            self._cancelled.add(op.session_id)
-            return
+        with self._starting:
+            if op.session_id in self.preparing:  # not started yet: it never will be
+                self._cancelled.add(op.session_id)
+                return
         self._session(op.session_id).close()
         del self.sessions[op.session_id]
         self._last.pop(op.session_id, None)
@@ -244,24 +258,66 @@ def _read(conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes
         inbox.close()
 
 
-def _serve(conn: Connection, state: WorkerState, inbox: Lanes) -> None:
-    """The main thread: apply each operation and answer it."""
-    while (item := inbox.get()) is not None:
+class _Answers:
+    """The worker's end of the pipe for answers, shared by its serving threads."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def send(self, call_id: int, reply: ops.Reply) -> bool:
+        """Answer one call; False once the server went away."""
+        try:
+            with self._lock:
+                self._conn.send((call_id, reply))
+        except OSError:  # the server went away first: nothing to answer
+            return False
+        return True
+
+
+def _serve(state: WorkerState, answers: _Answers, inbox: Lanes, take: Callable[[], Item | None]) -> None:
+    """A serving thread: apply each operation `take()` gives and answer it."""
+    while (item := take()) is not None:
         call_id, op = item
         try:
             reply = ops.Reply(value=state.handle(op))
         except Exception as exc:  # one bad request never kills the worker: it answers with the error
             reply = ops.Reply(error=_as_envhub_error(exc))
-        try:
-            conn.send((call_id, reply))
-        except (BrokenPipeError, ConnectionResetError):  # the server went away first: nothing to answer
+        finally:
+            inbox.done(item)
+        if not answers.send(call_id, reply):
             break
 
 
-def worker_main(environment: str, config: dict[str, Any], conn: Connection, index: int = 0, workers: int = 1) -> None:
+def serve(state: WorkerState, conn: Connection, inbox: Lanes, start_thread: bool) -> None:
+    """Serve `inbox` until it closes: on this thread alone, or with a start thread for the slow lane."""
+    answers = _Answers(conn)
+    if not start_thread:
+        _serve(state, answers, inbox, inbox.get)
+        return
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    starts = threading.Thread(target=_serve, args=(state, answers, inbox, inbox.get_slow), name="envhub-starts")
+    starts.start()
+    try:
+        _serve(state, answers, inbox, inbox.get_quick)
+    finally:
+        inbox.close()  # the pipe is gone or closed: the start thread ends once its lane is empty
+        starts.join()
+
+
+def worker_main(
+    environment: str,
+    config: dict[str, Any],
+    conn: Connection,
+    index: int = 0,
+    workers: int = 1,
+    inline_starts: bool = False,
+) -> None:
     """Entry point of a worker process: build the kind, announce the catalog, serve operations.
 
     Worker `index` of `workers` prepares every `workers`-th of the kind's `tasks_to_prepare` in the background.
+    Session starts get their own thread when the kind allows it (`EnvironmentKind.concurrent_starts`) unless
+    `inline_starts`.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -279,7 +335,7 @@ def worker_main(environment: str, config: dict[str, Any], conn: Connection, inde
     threading.Thread(target=_read, args=(conn, state, preparer, inbox), name="envhub-read", daemon=True).start()
     try:
         preparer.ahead(list(state.kind.tasks_to_prepare())[index::workers])
-        _serve(conn, state, inbox)
+        serve(state, conn, inbox, state.kind.concurrent_starts and not inline_starts)
     finally:
         preparer.close()
         state.shutdown()

@@ -48,13 +48,19 @@ def test_operations_of_one_session_keep_their_order() -> None:
     assert drain(lanes) == [5, 6, 1, 2, 3, 4, 7, 8]
 
 
-def test_a_session_is_quick_again_once_its_slow_operations_left() -> None:
+def test_a_session_is_quick_again_once_its_slow_operations_were_applied() -> None:
     lanes = Lanes()
     lanes.put((1, create("a")))
-    assert lanes.get() == (1, create("a"))
-    lanes.put((2, create("b")))
-    lanes.put((3, step("a")))
-    assert drain(lanes) == [3, 2]
+    taken = lanes.get()
+    assert taken == (1, create("a"))
+    lanes.put((2, step("a")))  # its create is taken but not applied yet: behind it
+    lanes.done(taken)
+    behind = lanes.get()
+    assert behind == (2, step("a"))
+    lanes.done(behind)
+    lanes.put((3, create("b")))
+    lanes.put((4, step("a")))
+    assert drain(lanes) == [4, 3]
 
 
 def test_get_blocks_until_an_item_or_close() -> None:
@@ -77,3 +83,35 @@ def test_steps_cannot_starve_a_waiting_session_start() -> None:
     lanes.put((9, ops.StepMany((step("x"), step("y"), step("z")))))  # counts as its three steps
     lanes.put((10, step("w")))
     assert drain(lanes) == [3, 4, 5, 1, 6, 7, 8, 2, 9, 10]
+
+
+def test_two_threads_a_step_never_waits_for_a_start_being_applied() -> None:
+    lanes = Lanes()
+    lanes.put((1, create("a")))
+    lanes.put((2, ops.Fork(session_id="b", new_ids=("b1",))))
+    start = lanes.get_slow()
+    assert start == (1, create("a"))
+    lanes.put((3, step("c")))
+    assert lanes.get_quick() == (3, step("c"))  # while the create is still being applied
+
+
+def test_two_threads_keep_each_sessions_order() -> None:
+    lanes = Lanes()
+    lanes.put((1, step("a")))
+    lanes.put((2, ops.Reset(session_id="a", task_id=None, seed=None, admissible=False)))
+    lanes.put((3, step("a")))  # behind the reset
+    got: list[object] = []
+    starts = threading.Thread(target=lambda: got.append(lanes.get_slow()))
+    starts.start()
+    first = lanes.get_quick()
+    assert first == (1, step("a"))
+    starts.join(timeout=0.2)
+    assert starts.is_alive() and not got  # the reset waits for the step before it to be applied
+    lanes.done(first)
+    starts.join(timeout=10)
+    assert got == [(2, ops.Reset(session_id="a", task_id=None, seed=None, admissible=False))]
+    lanes.put((4, step("b")))
+    lanes.close()
+    assert [lanes.get_quick(), lanes.get_quick()] == [(4, step("b")), None]
+    assert lanes.get_slow() == (3, step("a"))
+    assert lanes.get_slow() is None
