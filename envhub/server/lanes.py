@@ -9,15 +9,15 @@ Served by one thread (`get`), the quick lane goes first, so a step waits for at 
 operation already running; so that a steady stream of steps cannot starve session starts, the
 oldest slow operation goes next once `slow_after` steps were served while it waited.
 
-Served by two threads (a kind with `EnvironmentKind.concurrent_starts`; design note 031), the
-stepping thread takes only quick operations (`get_quick`) and a start thread only slow ones
-(`get_slow`), so a step waits for no session start at all, only for its share of the interpreter.
+With a start thread (a kind with `EnvironmentKind.concurrent_starts`; design note 031), only the
+slow lane is used (`put_slow`, `get_slow`): the reading thread applies every quick operation itself
+as it arrives, before it reads the next, so a step waits for no session start at all, only for its
+share of the interpreter.
 
 Order per session is kept either way: an operation that concerns a session with a slow operation
 queued or being applied goes into the slow lane behind it (a Step never overtakes the Reset of its
-own session), and a slow operation is not taken while a quick one of its sessions is queued or
-being applied (a Reset never overtakes an earlier Step). `done(item)` says an item was applied.
-Across sessions, a quick operation may overtake a slow one that arrived earlier.
+own session); `done(item)` says an item taken was applied. Across sessions, a quick operation may
+overtake a slow one that arrived earlier.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def _forget(counts: Counter[str], sessions: tuple[str, ...]) -> None:
 
 
 class Lanes:
-    """Thread-safe inbox of `(call_id, op)` items: `put` from any thread; `get` from one serving thread, or
-    `get_quick` and `get_slow` from two; `done` once each item taken was applied."""
+    """Thread-safe inbox of `(call_id, op)` items: `put` (or `put_slow`) from any thread; `get` (or `get_slow`)
+    from one serving thread; `done` once each item taken was applied."""
 
     def __init__(self, slow_after: int = SLOW_AFTER) -> None:
         self._slow_after = slow_after
@@ -68,34 +68,38 @@ class Lanes:
         """Call ids of the items put in the slow lane, until done."""
         self._unfinished_slow: Counter[str] = Counter()
         """Per session: slow-lane items queued or being applied."""
-        self._unfinished_quick: Counter[str] = Counter()
-        """Per session: quick-lane items queued or being applied."""
         self._closed = False
         self._ready = threading.Condition()
 
     def put(self, item: Item) -> None:
         """Queue one operation in the lane its kind and its sessions' unfinished operations call for."""
-        sessions = sessions_of(item[1])
         with self._ready:
-            if isinstance(item[1], SLOW_OPS) or any(self._unfinished_slow[s] for s in sessions):
-                self._slow.append(item)
-                self._slow_calls.add(item[0])
-                self._unfinished_slow.update(sessions)
-            else:
+            if not self._put_slow(item):
                 self._quick.append(item)
-                self._unfinished_quick.update(sessions)
-            self._ready.notify_all()
+                self._ready.notify_all()
+
+    def put_slow(self, item: Item) -> bool:
+        """Queue `item` in the slow lane if it is slow or one of its sessions has a slow item unfinished; False
+        (nothing queued) if the caller may apply it at once."""
+        with self._ready:
+            return self._put_slow(item)
+
+    def _put_slow(self, item: Item) -> bool:
+        sessions = sessions_of(item[1])
+        if not (isinstance(item[1], SLOW_OPS) or any(self._unfinished_slow[s] for s in sessions)):
+            return False
+        self._slow.append(item)
+        self._slow_calls.add(item[0])
+        self._unfinished_slow.update(sessions)
+        self._ready.notify_all()
+        return True
 
     def done(self, item: Item) -> None:
         """`item` (taken with a `get`) was applied: operations of its sessions may now be taken past it."""
-        sessions = sessions_of(item[1])
         with self._ready:
             if item[0] in self._slow_calls:
                 self._slow_calls.discard(item[0])
-                _forget(self._unfinished_slow, sessions)
-            else:
-                _forget(self._unfinished_quick, sessions)
-            self._ready.notify_all()
+                _forget(self._unfinished_slow, sessions_of(item[1]))
 
     def close(self) -> None:
         """No more items: the getters return None once their lanes are empty."""
@@ -121,20 +125,9 @@ class Lanes:
             self._passed = 0
             return self._slow.popleft()
 
-    def get_quick(self) -> Item | None:
-        """The next quick item, blocking; None once closed and the quick lane is empty (the stepping thread)."""
-        with self._ready:
-            while not (self._quick or self._closed):
-                self._ready.wait()
-            return self._quick.popleft() if self._quick else None
-
     def get_slow(self) -> Item | None:
-        """The oldest slow item once no quick item of its sessions is unfinished, blocking; None once closed and
-        the slow lane is empty (the start thread)."""
+        """The oldest slow item, blocking; None once closed and the slow lane is empty (the start thread)."""
         with self._ready:
-            while True:
-                if self._slow and not any(self._unfinished_quick[s] for s in sessions_of(self._slow[0][1])):
-                    return self._slow.popleft()
-                if self._closed and not self._slow:
-                    return None
+            while not (self._slow or self._closed):
                 self._ready.wait()
+            return self._slow.popleft() if self._slow else None

@@ -9,8 +9,9 @@ retried call can never overtake or double the original. Operations of one sessio
 arrival order; across sessions, steps go before queued session starts (`envhub.server.lanes`).
 For a kind with `EnvironmentKind.concurrent_starts` (and unless the server asks for `inline_starts`),
 creates, resets, restores and forks are applied on a second thread, the start thread, while steps go
-on (design note 031): a step then waits for no session start, only for its share of the interpreter,
-which the worker hands over every `SWITCH_INTERVAL_S`.
+on (design note 031): the reading thread applies steps (every operation but those) itself as they
+arrive, so a step waits for no session start, only for its share of the interpreter, which the
+worker's threads hand over every `SWITCH_INTERVAL_S`.
 
 One exception to arrival order, so that a slow creation does not hold up other sessions'
 steps (head-of-line blocking): a create or restore on a task the kind says is not prepared yet
@@ -235,29 +236,6 @@ def _as_envhub_error(exc: Exception) -> errors.EnvhubError:
     return errors.EnvhubError(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}", "ENVIRONMENT_ERROR")
 
 
-def _read(conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes) -> None:
-    """The reading thread: operations into `inbox` (its lanes), unprepared creations via the preparer.
-
-    Ends (and so ends the worker) at Stop, when the server's end of the pipe closes, or on a bad message.
-    """
-    try:
-        while True:
-            call_id, op = conn.recv()
-            if isinstance(op, ops.Stop):
-                break
-            unprepared = state.unprepared_task(op)
-            if unprepared is None:
-                inbox.put((call_id, op))
-                continue
-            session_id, task = unprepared
-            state.preparing.add(session_id)
-            preparer.prepare(task, functools.partial(inbox.put, (call_id, op)))
-    except (EOFError, OSError):
-        pass
-    finally:
-        inbox.close()
-
-
 class _Answers:
     """The worker's end of the pipe for answers, shared by its serving threads."""
 
@@ -275,33 +253,71 @@ class _Answers:
         return True
 
 
+def _apply(state: WorkerState, op: ops.Op[Any]) -> ops.Reply:
+    try:
+        return ops.Reply(value=state.handle(op))
+    except Exception as exc:  # one bad request never kills the worker: it answers with the error
+        return ops.Reply(error=_as_envhub_error(exc))
+
+
+def _read(
+    conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes, answers: _Answers | None = None
+) -> None:
+    """The reading thread: operations into `inbox` (its lanes), unprepared creations via the preparer; with
+    `answers` (a start thread serves the slow lane), it applies and answers every other operation itself.
+
+    Ends (and so ends the worker) at Stop, when the server's end of the pipe closes, or on a bad message.
+    """
+    try:
+        while True:
+            call_id, op = conn.recv()
+            if isinstance(op, ops.Stop):
+                break
+            unprepared = state.unprepared_task(op)
+            if unprepared is not None:
+                session_id, task = unprepared
+                state.preparing.add(session_id)
+                preparer.prepare(task, functools.partial(inbox.put, (call_id, op)))
+            elif answers is None:
+                inbox.put((call_id, op))
+            elif not inbox.put_slow((call_id, op)) and not answers.send(call_id, _apply(state, op)):
+                break
+    except (EOFError, OSError):
+        pass
+    finally:
+        inbox.close()
+
+
 def _serve(state: WorkerState, answers: _Answers, inbox: Lanes, take: Callable[[], Item | None]) -> None:
     """A serving thread: apply each operation `take()` gives and answer it."""
     while (item := take()) is not None:
-        call_id, op = item
         try:
-            reply = ops.Reply(value=state.handle(op))
-        except Exception as exc:  # one bad request never kills the worker: it answers with the error
-            reply = ops.Reply(error=_as_envhub_error(exc))
+            reply = _apply(state, item[1])
         finally:
             inbox.done(item)
-        if not answers.send(call_id, reply):
+        if not answers.send(item[0], reply):
             break
 
 
-def serve(state: WorkerState, conn: Connection, inbox: Lanes, start_thread: bool) -> None:
-    """Serve `inbox` until it closes: on this thread alone, or with a start thread for the slow lane."""
-    answers = _Answers(conn)
+def serve(state: WorkerState, conn: Connection, preparer: Preparer, start_thread: bool) -> None:
+    """Read and apply operations until the server stops or goes away.
+
+    One reading thread fills the lanes, served by this thread alone; or, with `start_thread`, a start thread
+    serves the slow lane while this thread reads and applies the rest (no hand-off between threads for a step).
+    """
+    answers, inbox = _Answers(conn), Lanes()
     if not start_thread:
+        reader = threading.Thread(target=_read, args=(conn, state, preparer, inbox), name="envhub-read", daemon=True)
+        reader.start()
         _serve(state, answers, inbox, inbox.get)
         return
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     starts = threading.Thread(target=_serve, args=(state, answers, inbox, inbox.get_slow), name="envhub-starts")
     starts.start()
     try:
-        _serve(state, answers, inbox, inbox.get_quick)
+        _read(conn, state, preparer, inbox, answers)
     finally:
-        inbox.close()  # the pipe is gone or closed: the start thread ends once its lane is empty
+        inbox.close()  # the start thread ends once its lane is empty
         starts.join()
 
 
@@ -331,11 +347,9 @@ def worker_main(
         gc.set_threshold(*state.kind.gc_thresholds)
     conn.send(ops.Reply(value=state.catalog))
     preparer = Preparer(environment, config, state.kind)
-    inbox = Lanes()
-    threading.Thread(target=_read, args=(conn, state, preparer, inbox), name="envhub-read", daemon=True).start()
     try:
         preparer.ahead(list(state.kind.tasks_to_prepare())[index::workers])
-        serve(state, conn, inbox, state.kind.concurrent_starts and not inline_starts)
+        serve(state, conn, preparer, state.kind.concurrent_starts and not inline_starts)
     finally:
         preparer.close()
         state.shutdown()

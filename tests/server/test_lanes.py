@@ -85,33 +85,23 @@ def test_steps_cannot_starve_a_waiting_session_start() -> None:
     assert drain(lanes) == [3, 4, 5, 1, 6, 7, 8, 2, 9, 10]
 
 
-def test_two_threads_a_step_never_waits_for_a_start_being_applied() -> None:
+def test_with_a_start_thread_only_slow_items_and_those_behind_them_are_queued() -> None:
     lanes = Lanes()
-    lanes.put((1, create("a")))
-    lanes.put((2, ops.Fork(session_id="b", new_ids=("b1",))))
-    start = lanes.get_slow()
-    assert start == (1, create("a"))
-    lanes.put((3, step("c")))
-    assert lanes.get_quick() == (3, step("c"))  # while the create is still being applied
-
-
-def test_two_threads_keep_each_sessions_order() -> None:
-    lanes = Lanes()
-    lanes.put((1, step("a")))
-    lanes.put((2, ops.Reset(session_id="a", task_id=None, seed=None, admissible=False)))
-    lanes.put((3, step("a")))  # behind the reset
-    got: list[object] = []
-    starts = threading.Thread(target=lambda: got.append(lanes.get_slow()))
-    starts.start()
-    first = lanes.get_quick()
-    assert first == (1, step("a"))
-    starts.join(timeout=0.2)
-    assert starts.is_alive() and not got  # the reset waits for the step before it to be applied
-    lanes.done(first)
-    starts.join(timeout=10)
-    assert got == [(2, ops.Reset(session_id="a", task_id=None, seed=None, admissible=False))]
-    lanes.put((4, step("b")))
+    assert not lanes.put_slow((1, step("a")))  # applied at once by the reading thread
+    assert lanes.put_slow((2, ops.Reset(session_id="a", task_id=None, seed=None, admissible=False)))
+    assert lanes.put_slow((3, step("a")))  # behind its session's reset
+    assert not lanes.put_slow((4, ops.StepMany((step("b"), step("c")))))
+    assert lanes.put_slow((5, ops.Fork(session_id="b", new_ids=("b1",))))
+    assert lanes.put_slow((6, ops.Close(session_id="b1")))  # a copy the queued fork makes
+    reset = lanes.get_slow()
+    assert reset is not None and reset[0] == 2
+    assert lanes.put_slow((7, step("a")))  # its reset is taken but not applied yet
+    lanes.done(reset)
+    taken = [lanes.get_slow() for _ in range(4)]
+    assert [item[0] for item in taken if item] == [3, 5, 6, 7]
+    for item in taken:
+        assert item is not None
+        lanes.done(item)
+    assert not lanes.put_slow((8, step("a"))) and not lanes.put_slow((9, step("b1")))
     lanes.close()
-    assert [lanes.get_quick(), lanes.get_quick()] == [(4, step("b")), None]
-    assert lanes.get_slow() == (3, step("a"))
     assert lanes.get_slow() is None
