@@ -66,7 +66,7 @@ class SloBenchSettings:
     sessions: tuple[int, ...] = (1024, 4096)
     workers: int = 2
     turns: int = 3
-    compare_rounds: int = 2
+    compare_rounds: int = 3
     """Rounds of the start-thread / inline-starts comparison per session count (0: none)."""
     settings: Mapping[str, str] = field(default_factory=dict)
     """Server-side environment settings (default: the environment's defaults; ALFWorld: whole rooms)."""
