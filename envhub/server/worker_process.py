@@ -48,9 +48,9 @@ from envhub.server.preparer import Preparer
 log = logging.getLogger(__name__)
 SWITCH_INTERVAL_S = 0.001
 """With a start thread: how long one thread may hold the interpreter while another waits (Python's default is
-5 ms). A step arriving while the start thread runs waits for it about three times (to be read, applied and
-answered), so 1 ms bounds that to ~3 ms, under a step's median on a loaded server; the start thread pays a
-few more switches."""
+5 ms). A step arriving while the start thread runs waits for it about twice (once read off the pipe, once its
+answer written), so 1 ms bounds that to ~2 ms, under a step's median on a loaded server (the worker's own step
+p99 measured 6-11 ms while creating, design note 031); the start thread pays a few more switches."""
 
 
 @dataclass
