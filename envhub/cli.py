@@ -48,6 +48,12 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--host", default="localhost", help="address to bind (0.0.0.0 for other machines)")
     p.add_argument("--port", type=int, default=50051)
     p.add_argument("--workers", type=int, default=1, help="worker processes per environment")
+    p.add_argument(
+        "--inline-starts",
+        action="store_true",
+        help="apply creates, resets, restores and forks on each worker's stepping thread even where the kind "
+        "allows them their own thread (how workers served before design note 031; to compare)",
+    )
     p.add_argument("--max-sessions", type=int, default=256)
     p.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed")
     p.add_argument(
@@ -227,6 +233,7 @@ def _server_config(
         host=args.host,
         port=args.port,
         workers=args.workers,
+        inline_starts=args.inline_starts,
         max_sessions=args.max_sessions,
         idle_timeout_s=args.idle_timeout,
         lost_ttl_s=args.lost_ttl,

@@ -8,7 +8,9 @@ reading learns the call is inside the environment) and then reads a line from th
 `<gate>/release` (so the test decides when the call finishes). No sleeps, no timing luck.
 Make the gate folder with `Gate.create(path)`. With `unprepared` tasks configured, a task is
 unprepared until a `prepare` of it went through the same gate (like a game generated on first
-use; the mark is a file in the gate folder, so every process sees it). Configured `version` (the version it
+use; the mark is a file in the gate folder, so every process sees it). With `held_starts` tasks configured, a
+reset onto one of them (a create, reset, restore or fork) goes through the gate (a slow session start), and
+`concurrent_starts` lets the worker apply starts on their own thread. Configured `version` (the version it
 reports, default "1") and `changed_at` (from that count on the observation text reads differently), it stands
 for a new version of itself, with the same or other dynamics (restores across versions).
 
@@ -122,9 +124,10 @@ def pass_gate(gate: Path) -> None:
 class ToyEnvironment(Environment):
     """A counter; see the module docstring."""
 
-    def __init__(self, gate: Path | None, changed_at: int = 0) -> None:
+    def __init__(self, gate: Path | None, changed_at: int = 0, held: frozenset[str] = frozenset()) -> None:
         self._gate = gate
         self._changed_at = changed_at
+        self._held = held
         self._task = TaskSpec("", "", 0)
         self._seed = 0
         self._count = 0
@@ -137,6 +140,8 @@ class ToyEnvironment(Environment):
         return Observation(body, f"count with {self._task.task_id}", float(self._count), {"count": self._count})
 
     def reset(self, task: TaskSpec, *, seed: int, options: Mapping[str, str]) -> Observation:
+        if task.task_id in self._held:
+            self._block()
         self._task, self._seed, self._count, self._reward = task, seed, 0, success_reward(options)
         return self._observation()
 
@@ -185,10 +190,19 @@ class ToyKind(EnvironmentKind):
         "unprepared": "comma-separated task ids whose preparation blocks on the gate until released",
         "version": "the version this kind reports (default 1)",
         "changed_at": "from this count on, the observation text differs (default 0: never)",
+        "held_starts": "comma-separated task ids whose reset (create, reset, restore, fork) blocks on the gate",
+        "concurrent_starts": "1: the worker applies session starts on their own thread (default 0)",
     }
 
     def __init__(
-        self, tasks: int = 4, gate: str | None = None, unprepared: str = "", version: str = "1", changed_at: int = 0
+        self,
+        tasks: int = 4,
+        gate: str | None = None,
+        unprepared: str = "",
+        version: str = "1",
+        changed_at: int = 0,
+        held_starts: str = "",
+        concurrent_starts: bool = False,
     ) -> None:
         if tasks < 1:
             raise ValueError(f"toy.tasks must be at least 1, not {tasks}")
@@ -198,8 +212,10 @@ class ToyKind(EnvironmentKind):
             for split in ("train", "test")
         }
         self._unprepared = frozenset(filter(None, unprepared.split(",")))
-        if self._unprepared and self._gate is None:
-            raise ValueError("toy.unprepared needs toy.gate")
+        self._held = frozenset(filter(None, held_starts.split(",")))
+        if (self._unprepared or self._held) and self._gate is None:
+            raise ValueError("toy.unprepared and toy.held_starts need toy.gate")
+        self.concurrent_starts = concurrent_starts
         self.version = version
         self._changed_at = changed_at
         self._config = {
@@ -214,7 +230,11 @@ class ToyKind(EnvironmentKind):
         tasks = whole_number("toy.tasks", config.get("tasks", 4), least=1)
         changed_at = whole_number("toy.changed_at", config.get("changed_at", 0), least=0)
         version = str(config.get("version", "1"))
-        return cls(tasks, config.get("gate"), str(config.get("unprepared", "")), version, changed_at)
+        held, concurrent = (
+            str(config.get("held_starts", "")),
+            str(config.get("concurrent_starts", "0")).lower() in ("1", "true"),
+        )
+        return cls(tasks, config.get("gate"), str(config.get("unprepared", "")), version, changed_at, held, concurrent)
 
     def config(self) -> Mapping[str, str]:
         return dict(self._config)
@@ -241,4 +261,4 @@ class ToyKind(EnvironmentKind):
             self._mark(task).touch()
 
     def create(self) -> Environment:
-        return ToyEnvironment(self._gate, self._changed_at)
+        return ToyEnvironment(self._gate, self._changed_at, self._held)

@@ -53,6 +53,8 @@ SNAPSHOTS = 200
 MAX_BATCH = 4096
 """Steps per StepBatch call (the server's cap)."""
 P99_TARGET = 3.0
+QUIET_S = 3.0
+"""Comparison of start modes: seconds the steppers go on alone after each creation (steps with no start)."""
 HELD = (1, 8, 64, 512)
 """ALFWorld engine figure: sessions held in one process."""
 
@@ -64,6 +66,8 @@ class SloBenchSettings:
     sessions: tuple[int, ...] = (1024, 4096)
     workers: int = 2
     turns: int = 3
+    compare_rounds: int = 3
+    """Rounds of the start-thread / inline-starts comparison per session count (0: none)."""
     settings: Mapping[str, str] = field(default_factory=dict)
     """Server-side environment settings (default: the environment's defaults; ALFWorld: whole rooms)."""
 
@@ -90,6 +94,10 @@ class _Steppers:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.samples: list[float] = []
+        """Step times while sessions are created."""
+        self.quiet_samples: list[float] = []
+        """Step times after, with no creation (`quiet`)."""
+        self._into = self.samples
         self._threads = [threading.Thread(target=self._run, args=(index,), daemon=True) for index in range(STEPPERS)]
 
     def offer(self, session_id: str) -> bool:
@@ -108,8 +116,13 @@ class _Steppers:
         for count in itertools.count():
             if self._stop.is_set():
                 return
-            with _timer(self.samples):
+            with _timer(self._into):
                 self._client.step(session_id, self._actions[count % len(self._actions)])
+
+    def quiet(self, seconds: float) -> None:
+        """Record the next `seconds` of steps as `quiet_samples` (no session is being created)."""
+        self._into = self.quiet_samples
+        time.sleep(seconds)
 
     def stop(self) -> None:
         self._stop.set()
@@ -118,27 +131,40 @@ class _Steppers:
                 thread.join()
 
 
+def _create_while_stepping(
+    client: EnvhubClient, environment: str, tasks: Sequence[str], sessions: int, quiet_s: float = 0.0
+) -> tuple[list[str], float, _Steppers, dict[str, list[float]]]:
+    """Make `sessions` sessions in groups from `THREADS` threads while `STEPPERS` clients step; then, with
+    `quiet_s`, the steppers go on alone that long. Returns the ids (the steppers' left out), the creation's
+    wall time, the steppers (their `samples`: while creating; `quiet`: after) and the create and fork times."""
+    port = Sessions(client, environment, admissible=False)
+    steppers = _Steppers(client, PROFILES[environment].actions)
+    samples: dict[str, list[float]] = {"create": [], "fork": []}
+
+    def group(index: int) -> list[str]:
+        with _timer(samples["create"]):
+            first = port.start(tasks[index % len(tasks)], max_steps=10**6)
+        with _timer(samples["fork"]):
+            forks = port.fork(first.session_id, GROUP - 1)
+        return [first.session_id, *forks[:-1]] if steppers.offer(forks[-1]) else [first.session_id, *forks]
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(THREADS) as threads:
+        ids = [session_id for made in threads.map(group, range(sessions // GROUP)) for session_id in made]
+    create_s = time.perf_counter() - started
+    if quiet_s:
+        steppers.quiet(quiet_s)
+    steppers.stop()
+    return ids, create_s, steppers, samples
+
+
 def _served(server: ServerProcess, environment: str, tasks: Sequence[str], sessions: int, turns: int) -> dict[str, Any]:
     """Every served figure at `sessions` live sessions."""
     actions = PROFILES[environment].actions
-    samples: dict[str, list[float]] = {name: [] for name in ("create", "fork", "batch", "step", "snapshot", "restore")}
     with EnvhubClient(server.target, timeout=900.0) as client:
-        port = Sessions(client, environment, admissible=False)
         idle_mb = server.rss_mb()
-        steppers = _Steppers(client, actions)
-
-        def group(index: int) -> list[str]:
-            with _timer(samples["create"]):
-                first = port.start(tasks[index % len(tasks)], max_steps=10**6)
-            with _timer(samples["fork"]):
-                forks = port.fork(first.session_id, GROUP - 1)
-            return [first.session_id, *forks[:-1]] if steppers.offer(forks[-1]) else [first.session_id, *forks]
-
-        started = time.perf_counter()
-        with ThreadPoolExecutor(THREADS) as threads:
-            ids = [session_id for made in threads.map(group, range(sessions // GROUP)) for session_id in made]
-        create_s = time.perf_counter() - started
-        steppers.stop()
+        ids, create_s, steppers, made = _create_while_stepping(client, environment, tasks, sessions)
+        samples: dict[str, list[float]] = {**made, **{name: [] for name in ("batch", "step", "snapshot", "restore")}}
         memory_mb = server.rss_mb() - idle_mb
         cpu_before = server.cpu_s()
         failures = 0
@@ -176,6 +202,41 @@ def _served(server: ServerProcess, environment: str, tasks: Sequence[str], sessi
         **{name: percentiles(values) for name, values in samples.items() if name != "fork"},
         "fork": percentiles(fork_each),
     }
+
+
+def _starts_compared(
+    environment: str, tasks: Sequence[str], sessions: int, workers: int, extra: Sequence[str], rounds: int
+) -> dict[str, Any]:
+    """Steps while sessions are created, start thread against inline starts (`--inline-starts`), alternating on
+    fresh servers, `rounds` each; after each creation the steppers go on `QUIET_S` alone (steps with no start)."""
+    modes: dict[str, list[dict[str, Any]]] = {"inline": [], "thread": []}
+    for _ in range(rounds):
+        for mode, flags in (("inline", ["--inline-starts"]), ("thread", [])):
+            server = ServerProcess(environment, workers, max_sessions=sessions + 64, extra=[*extra, *flags])
+            with server, EnvhubClient(server.target, timeout=900.0) as client:
+                _, create_s, steppers, made = _create_while_stepping(client, environment, tasks, sessions, QUIET_S)
+            figures: dict[str, Any] = {
+                "create_all_s": create_s,
+                "step_while_creating": percentiles(steppers.samples),
+                "step_quiet": percentiles(steppers.quiet_samples),
+                "create": percentiles(made["create"]),
+            }
+            modes[mode].append(figures)
+            ratio = figures["step_while_creating"]["p99_over_p50"]
+            _say(f"  {sessions} sessions, {mode} starts: step p99 / p50 while creating {ratio:.2f}")
+    summary = {
+        mode: {
+            "p99_over_p50_median": statistics.median(run["step_while_creating"]["p99_over_p50"] for run in runs),
+            "quiet_p99_over_p50_median": statistics.median(
+                run["step_quiet"].get("p99_over_p50", float("nan")) for run in runs
+            ),
+            "p50_ms_median": statistics.median(run["step_while_creating"]["p50_ms"] for run in runs),
+            "p99_ms_median": statistics.median(run["step_while_creating"]["p99_ms"] for run in runs),
+            "create_all_s_median": statistics.median(run["create_all_s"] for run in runs),
+        }
+        for mode, runs in modes.items()
+    }
+    return {"rounds": modes, "summary": summary}
 
 
 def _in_process(kind: EnvironmentKind, environment: str, tasks: Sequence[str], sessions: int) -> dict[str, Any]:
@@ -273,10 +334,15 @@ def run_slo_bench(settings: SloBenchSettings) -> dict[str, Any]:
         _say(f"  {result['engine']}")
     for sessions in settings.sessions:
         _say(f"{environment}: {sessions} sessions on a fresh server ({settings.workers} workers)...")
+        compared = (
+            _starts_compared(environment, tasks, sessions, settings.workers, extra, settings.compare_rounds)
+            if settings.compare_rounds
+            else None
+        )
         with ServerProcess(environment, settings.workers, max_sessions=sessions + 64, extra=extra) as server:
             served = _served(server, environment, tasks, sessions, settings.turns)
         local = _in_process(kind, environment, tasks, sessions // settings.workers)
-        result["runs"][str(sessions)] = {"served": served, "in_process": local}
+        result["runs"][str(sessions)] = {"served": served, "in_process": local, "starts_compared": compared}
         _say(f"  served {json.dumps(served)[:400]}...")
     kind.close()
     result["load_average_end"] = os.getloadavg()
@@ -340,6 +406,7 @@ def markdown(result: Mapping[str, Any]) -> str:
             f"({'met' if ratio <= P99_TARGET else 'not met'}) | - |",
             f"| {sessions} | failed steps | {served['failed_steps']} | - |",
         ]
+    lines += _compared_lines(result)
     if "engine" in result:
         engine = result["engine"]
         cpu = engine["cpu_ms_per_step"]
@@ -364,6 +431,50 @@ def markdown(result: Mapping[str, Any]) -> str:
             f"(wall; target >= 0.8), **{turn['cpu']:.2f}** in CPU (lone in-process CPU / server CPU per step).",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _compared_lines(result: Mapping[str, Any]) -> list[str]:
+    """The start-thread / inline-starts comparison, when the run made one."""
+    runs = {sessions: run["starts_compared"] for sessions, run in result["runs"].items() if run.get("starts_compared")}
+    if not runs:
+        return []
+    lines = [
+        "",
+        "## Steps while sessions are created: start thread against inline starts (design note 031)",
+        "",
+        f"Fresh servers, alternating `--inline-starts` (creates, restores and forks on each worker's stepping "
+        f"thread, as before) and the start thread, the same groups each time; after each creation the {STEPPERS} "
+        f"steppers go on alone for {QUIET_S:.0f} s (steps with no start: what CPU sharing alone costs). "
+        "Per round: step p50 / p99 ms while creating, p99 / p50 while creating, p99 / p50 after; all sessions "
+        "created in (s).",
+        "",
+        "| sessions | starts | round | step p50 / p99 ms while creating | p99 / p50 while creating | "
+        "p99 / p50 after (no creates) | created in s |",
+        "|---:|---|---:|---|---:|---:|---:|",
+    ]
+    for sessions, compared in runs.items():
+        for mode, rounds in compared["rounds"].items():
+            for number, run in enumerate(rounds, start=1):
+                creating, quiet = run["step_while_creating"], run["step_quiet"]
+                lines.append(
+                    f"| {sessions} | {mode} | {number} | {creating['p50_ms']:.2f} / {creating['p99_ms']:.2f} | "
+                    f"{creating['p99_over_p50']:.2f} | {quiet.get('p99_over_p50', float('nan')):.2f} | "
+                    f"{run['create_all_s']:.1f} |"
+                )
+    lines += ["", "Medians over rounds:", ""]
+    for sessions, compared in runs.items():
+        summary = compared["summary"]
+        inline, thread = summary["inline"], summary["thread"]
+        verdict = "met" if thread["p99_over_p50_median"] <= P99_TARGET else "not met"
+        lines.append(
+            f"* {sessions} sessions: step p99 / p50 while creating, inline {inline['p99_over_p50_median']:.2f} -> "
+            f"start thread **{thread['p99_over_p50_median']:.2f}** (target <= {P99_TARGET:.0f}: {verdict}); "
+            f"p99 {inline['p99_ms_median']:.1f} -> {thread['p99_ms_median']:.1f} ms, p50 "
+            f"{inline['p50_ms_median']:.2f} -> {thread['p50_ms_median']:.2f} ms; with no creates "
+            f"{inline['quiet_p99_over_p50_median']:.2f} / {thread['quiet_p99_over_p50_median']:.2f}; created in "
+            f"{inline['create_all_s_median']:.1f} -> {thread['create_all_s_median']:.1f} s."
+        )
+    return lines
 
 
 def _write(result: Mapping[str, Any], out: Path) -> None:

@@ -148,6 +148,11 @@ class EnvironmentKind(abc.ABC):
     sessions; None keeps Python's (700, 10, 10). Worth setting when each session holds many
     long-lived Python objects: a full collection walks every session's state, so with Python's
     thresholds a step's cost grows with the sessions a process holds (ALFWorld: design note 015)."""
+    concurrent_starts: bool = False
+    """True when sessions may be started (`Session.start`, `reset`, `restore`, `fork`) on one thread while other
+    sessions of the same kind instance step, answer admissible or expert actions and snapshot on another: the
+    worker then applies starts on their own thread, off the step path (design note 031). Only for kinds whose
+    shared state (caches, native libraries) is safe so; False applies every operation on one thread."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:

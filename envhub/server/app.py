@@ -64,7 +64,14 @@ class EnvhubServer:
         self.replica_id = config.replica_id or f"r{secrets.token_hex(4)}"
         self.metrics = Metrics()
         self.table = SessionTable(self.replica_id, config.max_sessions, config.lost_ttl_s)
-        self.pool = WorkerPool(config.environments, config.workers, self.table, self.metrics, config.environment_config)
+        self.pool = WorkerPool(
+            config.environments,
+            config.workers,
+            self.table,
+            self.metrics,
+            config.environment_config,
+            inline_starts=config.inline_starts,
+        )
         self.health = health_aio.HealthServicer()
         self.metrics_port: int | None = None
         self.tracing = Tracing(tracer_provider)

@@ -65,6 +65,10 @@ class ServerConfig:
     episode's start, verified against its digests (a replay that diverges is refused, VERSION_DIVERGED); False
     refuses every such snapshot (SNAPSHOT_MISMATCH). On by default: a verified replay reproduces every observation
     the agent saw, so a rolling update moves live sessions instead of losing them (docs/protocol.md)."""
+    inline_starts: bool = False
+    """Apply creates, resets, restores and forks on the worker's stepping thread even for a kind that allows
+    a start thread (`EnvironmentKind.concurrent_starts`): how workers served before design note 031, kept to
+    compare (`envhub bench --profile slo`) and as a way back."""
     replica_id: str = ""
     """Prefix of this server's session ids; empty picks a random one."""
 

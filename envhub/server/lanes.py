@@ -3,14 +3,21 @@
 Creating, resetting, restoring or forking a session costs tens to hundreds of milliseconds (a
 game or simulator loads); a step costs about one. In one first-in-first-out inbox, every step that
 arrives behind a few of those waits for all of them: the p99 step latency under session churn is
-then many times its median. `Lanes` keeps the slow operations in their own lane and serves the
-quick lane first, so a step waits for at most the one slow operation already running. So that a
-steady stream of steps cannot starve session starts, the oldest slow operation goes next once
-`slow_after` steps were served while it waited.
+then many times its median. `Lanes` keeps the slow operations in their own lane.
 
-Order per session is kept: an operation that concerns a session with a slow operation still
-queued goes into the slow lane behind it (a Step never overtakes the Reset of its own session).
-Across sessions, a quick operation may overtake a slow one that arrived earlier.
+Served by one thread (`get`), the quick lane goes first, so a step waits for at most the one slow
+operation already running; so that a steady stream of steps cannot starve session starts, the
+oldest slow operation goes next once `slow_after` steps were served while it waited.
+
+With a start thread (a kind with `EnvironmentKind.concurrent_starts`; design note 031), only the
+slow lane is used (`put_slow`, `get_slow`): the reading thread applies every quick operation itself
+as it arrives, before it reads the next, so a step waits for no session start at all, only for its
+share of the interpreter.
+
+Order per session is kept either way: an operation that concerns a session with a slow operation
+queued or being applied goes into the slow lane behind it (a Step never overtakes the Reset of its
+own session); `done(item)` says an item taken was applied. Across sessions, a quick operation may
+overtake a slow one that arrived earlier.
 """
 
 from __future__ import annotations
@@ -40,8 +47,16 @@ def sessions_of(op: ops.Op[Any]) -> tuple[str, ...]:
     return (session_id,) if isinstance(session_id, str) else ()
 
 
+def _forget(counts: Counter[str], sessions: tuple[str, ...]) -> None:
+    counts.subtract(sessions)
+    for session_id in sessions:
+        if counts[session_id] <= 0:
+            del counts[session_id]
+
+
 class Lanes:
-    """Thread-safe inbox of `(call_id, op)` items: `put` from any thread, `get` from the serving thread."""
+    """Thread-safe inbox of `(call_id, op)` items: `put` (or `put_slow`) from any thread; `get` (or `get_slow`)
+    from one serving thread; `done` once each item taken was applied."""
 
     def __init__(self, slow_after: int = SLOW_AFTER) -> None:
         self._slow_after = slow_after
@@ -49,30 +64,54 @@ class Lanes:
         """Steps served from the quick lane while the slow lane waited."""
         self._quick: deque[Item] = deque()
         self._slow: deque[Item] = deque()
-        self._queued_slow: Counter[str] = Counter()
-        """Per session: items waiting in the slow lane."""
+        self._slow_calls: set[int] = set()
+        """Call ids of the items put in the slow lane, until done."""
+        self._unfinished_slow: Counter[str] = Counter()
+        """Per session: slow-lane items queued or being applied."""
         self._closed = False
         self._ready = threading.Condition()
 
     def put(self, item: Item) -> None:
-        """Queue one operation in the lane its kind and its sessions' queued operations call for."""
-        sessions = sessions_of(item[1])
+        """Queue one operation in the lane its kind and its sessions' unfinished operations call for."""
         with self._ready:
-            if isinstance(item[1], SLOW_OPS) or any(self._queued_slow[s] for s in sessions):
-                self._slow.append(item)
-                self._queued_slow.update(sessions)
-            else:
+            if not self._put_slow(item):
                 self._quick.append(item)
-            self._ready.notify()
+                self._ready.notify_all()
+
+    def put_slow(self, item: Item) -> bool:
+        """Queue `item` in the slow lane if it is slow or one of its sessions has a slow item unfinished; False
+        (nothing queued) if the caller may apply it at once."""
+        with self._ready:
+            return self._put_slow(item)
+
+    def _put_slow(self, item: Item) -> bool:
+        sessions = sessions_of(item[1])
+        if not (isinstance(item[1], SLOW_OPS) or any(self._unfinished_slow[s] for s in sessions)):
+            return False
+        self._slow.append(item)
+        self._slow_calls.add(item[0])
+        self._unfinished_slow.update(sessions)
+        self._ready.notify_all()
+        return True
+
+    def done(self, item: Item) -> None:
+        """`item` (taken with a `get`) was applied: operations of its sessions may now be taken past it."""
+        with self._ready:
+            if item[0] in self._slow_calls:
+                self._slow_calls.discard(item[0])
+                _forget(self._unfinished_slow, sessions_of(item[1]))
 
     def close(self) -> None:
-        """No more items: `get` returns None once both lanes are empty."""
+        """No more items: the getters return None once their lanes are empty."""
         with self._ready:
             self._closed = True
-            self._ready.notify()
+            self._ready.notify_all()
 
     def get(self) -> Item | None:
-        """The next item (quick lane first, see `slow_after`), blocking; None once closed and empty."""
+        """The next item of either lane (quick lane first, see `slow_after`), blocking; None once closed and empty.
+
+        For one serving thread only: a slow item's sessions may still have quick items being applied elsewhere.
+        """
         with self._ready:
             while not (self._quick or self._slow or self._closed):
                 self._ready.wait()
@@ -84,7 +123,11 @@ class Lanes:
             if not self._slow:
                 return None
             self._passed = 0
-            item = self._slow.popleft()
-            self._queued_slow.subtract(sessions_of(item[1]))
-            self._queued_slow += Counter()  # drop sessions whose count reached zero
-            return item
+            return self._slow.popleft()
+
+    def get_slow(self) -> Item | None:
+        """The oldest slow item, blocking; None once closed and the slow lane is empty (the start thread)."""
+        with self._ready:
+            while not (self._slow or self._closed):
+                self._ready.wait()
+            return self._slow.popleft() if self._slow else None

@@ -31,12 +31,17 @@ class WorkerPool:
         table: SessionTable,
         metrics: Metrics,
         configs: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        inline_starts: bool = False,
     ) -> None:
         self._table = table
         self._metrics = metrics
         configs = configs or {}
         self._workers = {
-            env: [Worker(env, index, self._on_death, dict(configs.get(env, {})), workers) for index in range(workers)]
+            env: [
+                Worker(env, index, self._on_death, dict(configs.get(env, {})), workers, inline_starts=inline_starts)
+                for index in range(workers)
+            ]
             for env in environments
         }
         self.catalogs: dict[str, KindCatalog] = {}

@@ -55,6 +55,8 @@ class Worker:
         on_death: Callable[[Worker], None],
         config: dict[str, Any] | None = None,
         workers: int = 1,
+        *,
+        inline_starts: bool = False,
     ) -> None:
         self.environment = environment
         self.name = environment
@@ -64,6 +66,8 @@ class Worker:
         self.index = index
         self.workers = workers
         """Workers of this kind (worker `index` prepares every `workers`-th task ahead)."""
+        self.inline_starts = inline_starts
+        """Session starts on the stepping thread even where the kind allows a start thread (`ServerConfig`)."""
         self.sessions: set[str] = set()
         """Ids of the sessions living in this worker (kept by the session table)."""
         self.tasks: Counter[str] = Counter()
@@ -97,7 +101,7 @@ class Worker:
         parent_conn, child_conn = _CONTEXT.Pipe()
         process = _CONTEXT.Process(
             target=worker_main,
-            args=(self.environment, self.config, child_conn, self.index, self.workers),
+            args=(self.environment, self.config, child_conn, self.index, self.workers, self.inline_starts),
             name=f"envhub-{self.environment}-{self.index}",
         )
         process.daemon = True

@@ -7,6 +7,11 @@ one, in arrival order, on the worker's main thread, so this is where a step's
 `expected_step_index` and the remembered answer to a repeated `request_id` are checked: a
 retried call can never overtake or double the original. Operations of one session are applied in
 arrival order; across sessions, steps go before queued session starts (`envhub.server.lanes`).
+For a kind with `EnvironmentKind.concurrent_starts` (and unless the server asks for `inline_starts`),
+creates, resets, restores and forks are applied on a second thread, the start thread, while steps go
+on (design note 031): the reading thread applies steps (every operation but those) itself as they
+arrive, so a step waits for no session start, only for its share of the interpreter, which the
+worker's threads hand over every `SWITCH_INTERVAL_S`.
 
 One exception to arrival order, so that a slow creation does not hold up other sessions'
 steps (head-of-line blocking): a create or restore on a task the kind says is not prepared yet
@@ -22,6 +27,7 @@ import functools
 import gc
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -36,10 +42,15 @@ from envhub.core.registry import build_kind
 from envhub.core.session import Session
 from envhub.server import worker_ops as ops
 from envhub.server.catalog import KindCatalog
-from envhub.server.lanes import Lanes
+from envhub.server.lanes import Item, Lanes
 from envhub.server.preparer import Preparer
 
 log = logging.getLogger(__name__)
+SWITCH_INTERVAL_S = 0.001
+"""With a start thread: how long one thread may hold the interpreter while another waits (Python's default is
+5 ms). A step arriving while the start thread runs waits for it about twice (once read off the pipe, once its
+answer written), so 1 ms bounds that to ~2 ms, under a step's median on a loaded server (the worker's own step
+p99 measured 6-11 ms while creating, design note 031); the start thread pays a few more switches."""
 
 
 @dataclass
@@ -62,6 +73,8 @@ class WorkerState:
         self.preparing: set[str] = set()
         """Sessions whose create or restore waits in the preparation lane."""
         self._cancelled: set[str] = set()
+        self._starting = threading.Lock()
+        """Makes a start's admission and a Close of a preparing session one step each (two serving threads)."""
         self._handlers: dict[type[ops.Op[Any]], Callable[[Any], Any]] = {
             ops.Create: self.create,
             ops.Reset: self.reset,
@@ -96,10 +109,11 @@ class WorkerState:
 
     def _admit(self, session_id: str) -> None:
         """Before a session starts: refused if the server closed it while its task was being prepared."""
-        self.preparing.discard(session_id)
-        if session_id in self._cancelled:
-            self._cancelled.discard(session_id)
-            raise errors.EnvhubError(grpc.StatusCode.ABORTED, "the session was closed while starting", "CLOSED")
+        with self._starting:
+            self.preparing.discard(session_id)
+            if session_id in self._cancelled:
+                self._cancelled.discard(session_id)
+                raise errors.EnvhubError(grpc.StatusCode.ABORTED, "the session was closed while starting", "CLOSED")
 
     def _session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -174,9 +188,10 @@ class WorkerState:
         return tuple(replies)
 
     def close(self, op: ops.Close) -> None:
-        if op.session_id in self.preparing:  # not started yet: it never will be
-            self._cancelled.add(op.session_id)
-            return
+        with self._starting:
+            if op.session_id in self.preparing:  # not started yet: it never will be
+                self._cancelled.add(op.session_id)
+                return
         self._session(op.session_id).close()
         del self.sessions[op.session_id]
         self._last.pop(op.session_id, None)
@@ -221,8 +236,35 @@ def _as_envhub_error(exc: Exception) -> errors.EnvhubError:
     return errors.EnvhubError(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}", "ENVIRONMENT_ERROR")
 
 
-def _read(conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes) -> None:
-    """The reading thread: operations into `inbox` (its lanes), unprepared creations via the preparer.
+class _Answers:
+    """The worker's end of the pipe for answers, shared by its serving threads."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def send(self, call_id: int, reply: ops.Reply) -> bool:
+        """Answer one call; False once the server went away."""
+        try:
+            with self._lock:
+                self._conn.send((call_id, reply))
+        except OSError:  # the server went away first: nothing to answer
+            return False
+        return True
+
+
+def _apply(state: WorkerState, op: ops.Op[Any]) -> ops.Reply:
+    try:
+        return ops.Reply(value=state.handle(op))
+    except Exception as exc:  # one bad request never kills the worker: it answers with the error
+        return ops.Reply(error=_as_envhub_error(exc))
+
+
+def _read(
+    conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes, answers: _Answers | None = None
+) -> None:
+    """The reading thread: operations into `inbox` (its lanes), unprepared creations via the preparer; with
+    `answers` (a start thread serves the slow lane), it applies and answers every other operation itself.
 
     Ends (and so ends the worker) at Stop, when the server's end of the pipe closes, or on a bad message.
     """
@@ -232,36 +274,66 @@ def _read(conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes
             if isinstance(op, ops.Stop):
                 break
             unprepared = state.unprepared_task(op)
-            if unprepared is None:
+            if unprepared is not None:
+                session_id, task = unprepared
+                state.preparing.add(session_id)
+                preparer.prepare(task, functools.partial(inbox.put, (call_id, op)))
+            elif answers is None:
                 inbox.put((call_id, op))
-                continue
-            session_id, task = unprepared
-            state.preparing.add(session_id)
-            preparer.prepare(task, functools.partial(inbox.put, (call_id, op)))
+            elif not inbox.put_slow((call_id, op)) and not answers.send(call_id, _apply(state, op)):
+                break
     except (EOFError, OSError):
         pass
     finally:
         inbox.close()
 
 
-def _serve(conn: Connection, state: WorkerState, inbox: Lanes) -> None:
-    """The main thread: apply each operation and answer it."""
-    while (item := inbox.get()) is not None:
-        call_id, op = item
+def _serve(state: WorkerState, answers: _Answers, inbox: Lanes, take: Callable[[], Item | None]) -> None:
+    """A serving thread: apply each operation `take()` gives and answer it."""
+    while (item := take()) is not None:
         try:
-            reply = ops.Reply(value=state.handle(op))
-        except Exception as exc:  # one bad request never kills the worker: it answers with the error
-            reply = ops.Reply(error=_as_envhub_error(exc))
-        try:
-            conn.send((call_id, reply))
-        except (BrokenPipeError, ConnectionResetError):  # the server went away first: nothing to answer
+            reply = _apply(state, item[1])
+        finally:
+            inbox.done(item)
+        if not answers.send(item[0], reply):
             break
 
 
-def worker_main(environment: str, config: dict[str, Any], conn: Connection, index: int = 0, workers: int = 1) -> None:
+def serve(state: WorkerState, conn: Connection, preparer: Preparer, start_thread: bool) -> None:
+    """Read and apply operations until the server stops or goes away.
+
+    One reading thread fills the lanes, served by this thread alone; or, with `start_thread`, a start thread
+    serves the slow lane while this thread reads and applies the rest (no hand-off between threads for a step).
+    """
+    answers, inbox = _Answers(conn), Lanes()
+    if not start_thread:
+        reader = threading.Thread(target=_read, args=(conn, state, preparer, inbox), name="envhub-read", daemon=True)
+        reader.start()
+        _serve(state, answers, inbox, inbox.get)
+        return
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    starts = threading.Thread(target=_serve, args=(state, answers, inbox, inbox.get_slow), name="envhub-starts")
+    starts.start()
+    try:
+        _read(conn, state, preparer, inbox, answers)
+    finally:
+        inbox.close()  # the start thread ends once its lane is empty
+        starts.join()
+
+
+def worker_main(
+    environment: str,
+    config: dict[str, Any],
+    conn: Connection,
+    index: int = 0,
+    workers: int = 1,
+    inline_starts: bool = False,
+) -> None:
     """Entry point of a worker process: build the kind, announce the catalog, serve operations.
 
     Worker `index` of `workers` prepares every `workers`-th of the kind's `tasks_to_prepare` in the background.
+    Session starts get their own thread when the kind allows it (`EnvironmentKind.concurrent_starts`) unless
+    `inline_starts`.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -275,11 +347,9 @@ def worker_main(environment: str, config: dict[str, Any], conn: Connection, inde
         gc.set_threshold(*state.kind.gc_thresholds)
     conn.send(ops.Reply(value=state.catalog))
     preparer = Preparer(environment, config, state.kind)
-    inbox = Lanes()
-    threading.Thread(target=_read, args=(conn, state, preparer, inbox), name="envhub-read", daemon=True).start()
     try:
         preparer.ahead(list(state.kind.tasks_to_prepare())[index::workers])
-        _serve(conn, state, inbox)
+        serve(state, conn, preparer, state.kind.concurrent_starts and not inline_starts)
     finally:
         preparer.close()
         state.shutdown()

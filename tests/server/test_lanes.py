@@ -48,13 +48,19 @@ def test_operations_of_one_session_keep_their_order() -> None:
     assert drain(lanes) == [5, 6, 1, 2, 3, 4, 7, 8]
 
 
-def test_a_session_is_quick_again_once_its_slow_operations_left() -> None:
+def test_a_session_is_quick_again_once_its_slow_operations_were_applied() -> None:
     lanes = Lanes()
     lanes.put((1, create("a")))
-    assert lanes.get() == (1, create("a"))
-    lanes.put((2, create("b")))
-    lanes.put((3, step("a")))
-    assert drain(lanes) == [3, 2]
+    taken = lanes.get()
+    assert taken == (1, create("a"))
+    lanes.put((2, step("a")))  # its create is taken but not applied yet: behind it
+    lanes.done(taken)
+    behind = lanes.get()
+    assert behind == (2, step("a"))
+    lanes.done(behind)
+    lanes.put((3, create("b")))
+    lanes.put((4, step("a")))
+    assert drain(lanes) == [4, 3]
 
 
 def test_get_blocks_until_an_item_or_close() -> None:
@@ -77,3 +83,25 @@ def test_steps_cannot_starve_a_waiting_session_start() -> None:
     lanes.put((9, ops.StepMany((step("x"), step("y"), step("z")))))  # counts as its three steps
     lanes.put((10, step("w")))
     assert drain(lanes) == [3, 4, 5, 1, 6, 7, 8, 2, 9, 10]
+
+
+def test_with_a_start_thread_only_slow_items_and_those_behind_them_are_queued() -> None:
+    lanes = Lanes()
+    assert not lanes.put_slow((1, step("a")))  # applied at once by the reading thread
+    assert lanes.put_slow((2, ops.Reset(session_id="a", task_id=None, seed=None, admissible=False)))
+    assert lanes.put_slow((3, step("a")))  # behind its session's reset
+    assert not lanes.put_slow((4, ops.StepMany((step("b"), step("c")))))
+    assert lanes.put_slow((5, ops.Fork(session_id="b", new_ids=("b1",))))
+    assert lanes.put_slow((6, ops.Close(session_id="b1")))  # a copy the queued fork makes
+    reset = lanes.get_slow()
+    assert reset is not None and reset[0] == 2
+    assert lanes.put_slow((7, step("a")))  # its reset is taken but not applied yet
+    lanes.done(reset)
+    taken = [lanes.get_slow() for _ in range(4)]
+    assert [item[0] for item in taken if item] == [3, 5, 6, 7]
+    for item in taken:
+        assert item is not None
+        lanes.done(item)
+    assert not lanes.put_slow((8, step("a"))) and not lanes.put_slow((9, step("b1")))
+    lanes.close()
+    assert lanes.get_slow() is None

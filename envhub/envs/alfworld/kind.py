@@ -124,6 +124,10 @@ class AlfWorldKind(EnvironmentKind):
     capabilities = Capabilities(native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True)
     default_max_steps = 50
     gc_thresholds = GC_THRESHOLDS
+    concurrent_starts = True
+    """Starts may run beside steps (design note 031): a step touches only its own session's game state and
+    caches read or filled whole under the interpreter lock; the native library is used only to plan, which an
+    expert call does on the stepping thread, never a start."""
     options: Mapping[str, str] = {
         "expert": f"expert behind expert_actions: {' | '.join(EXPERTS)} (default {EXPERTS[0]}: uses only what the "
         "agent has seen; planner: ALFWorld's optimal planner on the hidden state; handcoded: ALFWorld's heuristic)",
