@@ -232,10 +232,13 @@ class ObservedExpert:
                 if f"open {receptacle}" in admissible and receptacle not in memory.opened:
                     return f"open {receptacle}"
         for receptacle in self._search_order(wanted):
-            if receptacle not in memory.visited or (
-                wanted == self.task.target and self._openable(receptacle) and receptacle not in memory.opened
-            ):
-                return f"go to {receptacle}"  # not yet seen inside (the agent may have passed a closed one by)
+            if wanted != self.task.target:
+                unseen = receptacle not in memory.visited
+            else:  # an agent may have passed by a closed one, or come by with its hands full (nothing recorded)
+                closed = self._openable(receptacle) and receptacle not in memory.opened
+                unseen = receptacle not in memory.contents or closed
+            if unseen:
+                return f"go to {receptacle}"
         return "look"
 
     def _is_goal(self, obj: str, receptacle: str) -> bool:

@@ -87,3 +87,15 @@ def test_a_closed_receptacle_passed_by_is_searched_later() -> None:
     expert.observe("go to sofa 1", "On the sofa 1, you see nothing.", ["go to drawer 1", "go to shelf 1"])
     expert.observe("go to shelf 1", "On the shelf 1, you see nothing.", ["go to drawer 1", "go to sofa 1"])
     assert expert.next_action(["go to drawer 1", "go to sofa 1"]) == "go to drawer 1"
+
+
+def test_a_receptacle_passed_by_with_full_hands_is_searched_later() -> None:
+    expert = ObservedExpert(TASK, "listed")
+    expert.start(INTRO, ["go to drawer 1", "go to shelf 1", "go to sofa 1"])
+    at_sofa = ["go to drawer 1", "go to shelf 1", "take pen 1 from sofa 1"]
+    expert.observe("go to sofa 1", "On the sofa 1, you see a pen 1.", at_sofa)
+    expert.observe("take pen 1 from sofa 1", "You pick up the pen 1.", ["go to drawer 1", "go to shelf 1"])
+    expert.observe("go to shelf 1", "On the shelf 1, you see a book 1.", ["go to drawer 1", "go to sofa 1"])
+    expert.observe("go to sofa 1", "On the sofa 1, you see nothing.", ["go to drawer 1", "go to shelf 1"])
+    expert.observe("move pen 1 to sofa 1", "You move the pen 1 to the sofa 1.", at_sofa)
+    assert expert.next_action(at_sofa) == "go to shelf 1"
