@@ -90,7 +90,7 @@ def test_make_ladder_runs_its_dagger_rounds_on_alfworld(tmp_path: Path) -> None:
         "levels: {teacher_min: 0.8, student_max: 0.15, eval_tasks: 1, eval_samples: 2}\n"
     )
     out = tmp_path / "ladder"
-    assert main(["make-models", "--ladder", str(spec), "--out", str(out), "--set", "env.max_turns=3"]) == 0
+    assert main(["make-models", "--ladder", str(spec), "--out", str(out), "--set", "env.max_turns=12"]) == 0
     record = json.loads((out / RECORD).read_text())
     rounds = record["teacher"]["dagger"]
     assert [r["round"] for r in rounds] == [1, 2] and "dagger" not in record["student"]
