@@ -8,7 +8,9 @@ episodes' text, makes both random Qwen3 models and SFTs each in two phases (docs
 * `read_steps` on the whole rendered turn (prompt and response): next-token loss on every token, which teaches
   the copying these tasks need (an entity from the question into a query, an answer out of a passage, a product
   id out of a results page) from hundreds of tokens per turn instead of the response's few;
-* `sft_steps` on the response only, as `trainer sft`.
+* `sft_steps` on the response only, as `trainer sft`;
+* `dagger` rounds (optional; trainer/models/dagger.py, docs/design/028-ladder-dagger.md): the model plays training
+  games, the expert labels every state it reached, and SFT continues on the expert's turns plus those labels.
 
 It writes `OUT/teacher` and `OUT/student` (weights in the spec's `dtype`) and `OUT/ladder.json` (the spec, each
 model's SFT figures and per-turn exact match on held-out expert turns before and after the weights are rounded to
@@ -21,7 +23,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ import torch
 import yaml
 
 from trainer.config import ConfigError, TrainerConfig, load_config
+from trainer.models.dagger import Dagger, dagger_rounds
 
 LADDERS = Path(__file__).resolve().parents[1] / "configs" / "ladder"
 """Where `--ladder NAME` finds `NAME.yaml`."""
@@ -50,6 +53,13 @@ class Rung:
     sft_steps: int
     """Steps of loss on the response only."""
     lr: float = 3e-3
+    dagger: Dagger = field(default_factory=Dagger)
+    """DAgger rounds after the two phases (none by default)."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Rung:
+        """A rung from its YAML mapping (`dagger` a mapping of `Dagger`'s fields)."""
+        return cls(**{**data, "dagger": Dagger(**data.get("dagger", {}))})
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,8 @@ class Levels:
     student_max: float
     eval_tasks: int
     """Held-out tasks the levels are measured on (the first of the config's eval split)."""
+    eval_samples: int = 1
+    """Episodes per held-out task (different sampling seeds)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +102,8 @@ class LadderSpec:
             raise ConfigError(f"no ladder {name!r} ({path}); shipped ladders: {known}")
         data: dict[str, Any] = yaml.safe_load(path.read_text())
         try:
-            teacher, student, levels = Rung(**data.pop("teacher")), Rung(**data.pop("student")), data.pop("levels")
+            teacher, student = Rung.from_dict(data.pop("teacher")), Rung.from_dict(data.pop("student"))
+            levels = data.pop("levels")
             spec = cls(name=path.stem, teacher=teacher, student=student, levels=Levels(**levels), **data)
         except (KeyError, TypeError) as exc:
             raise ConfigError(f"ladder {path}: {exc}") from exc
@@ -133,7 +146,7 @@ def make_ladder(
         )
         record: dict[str, Any] = {"spec": asdict(spec), "expert": {"episodes": len(episodes), "won": len(won)}}
         for role, rung, source in zip(ROLES, (spec.teacher, spec.student), (base.teacher, base.student), strict=True):
-            record[role] = _train_rung(spec, config, won, rung, source, out / role, log)
+            record[role] = _train_rung(spec, config, won, rung, source, out / role, log, targets[0])
         shutil.rmtree(out / "base")
         record["make_seconds"] = round(time.perf_counter() - start, 1)
         record["held_out"] = evaluate_ladder(spec, role_folders(out), overrides, targets=targets)
@@ -150,8 +163,10 @@ def _train_rung(
     source: Path,
     out: Path,
     log: Callable[[str], None],
-) -> dict[str, float]:
-    """Read phase, then response phase, of one model; saved to `out` in the spec's dtype."""
+    target: str,
+) -> dict[str, Any]:
+    """Read phase, response phase, then DAgger rounds (on `target`'s server) of one model; saved to `out` in the
+    spec's dtype."""
     from trainer.models.loading import load_model, load_tokenizer
     from trainer.precision import cpu_bf16
     from trainer.quickstart.models import renderer_for
@@ -168,7 +183,7 @@ def _train_rung(
     def on_step(entry: dict[str, float]) -> None:
         log(f"{role}: step {entry['step']:.0f} loss {entry['loss']:.3f}")
 
-    result: dict[str, float] = {"train_turns": float(len(train_set)), "held_out_turns": float(len(held_out))}
+    result: dict[str, Any] = {"train_turns": float(len(train_set)), "held_out_turns": float(len(held_out))}
     whole: list[tuple[list[int], list[int]]] = [([], [*prompt, *response]) for prompt, response in train_set]
     phases = (("read", rung.read_steps, whole), ("sft", rung.sft_steps, train_set))
     for phase, steps, data in phases:
@@ -178,6 +193,13 @@ def _train_rung(
                 schedule="cosine", log_fn=on_step, log_every=50, cpu_bf16=bf16,
             )  # fmt: skip
             result.update({f"{phase}_{key}": value for key, value in trained.items()})
+    if rung.dagger.rounds:
+        result["sft_exact_match"] = evaluate_exact_match(model, tokenizer, held_out)
+        result["dagger"] = dagger_rounds(
+            rung.dagger, config, target, model, tokenizer, train_set, games=_train_games(episodes, len(held_out)),
+            seed=spec.seed, batch_tokens=spec.batch_tokens, bf16=bf16,
+            score=lambda trained: evaluate_exact_match(trained, tokenizer, held_out), log=log,
+        )  # fmt: skip
     result["exact_match"] = evaluate_exact_match(model, tokenizer, held_out)
     log(f"{role}: held-out per-turn exact match {result['exact_match']:.2f}")
     torch.nn.Module.to(model, DTYPES[spec.dtype])
@@ -188,6 +210,17 @@ def _train_rung(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return result
+
+
+def _train_games(episodes: Sequence[Any], held_out_turns: int) -> list[str]:
+    """The task ids of the episodes none of whose turns are held out (the held-out turns are the last ones)."""
+    kept, turns = [], sum(len(episode.actions) for episode in episodes) - held_out_turns
+    for episode in episodes:
+        turns -= len(episode.actions)
+        if turns < 0:
+            break
+        kept.append(episode.task_id)
+    return kept
 
 
 def role_folders(models_dir: str | Path) -> dict[str, Path]:
@@ -240,6 +273,14 @@ def evaluate_ladder(
     ids = held_out_ids(config, targets[0], spec.levels.eval_tasks)
     figures = {}
     for role, policy in policies.items():
-        result = evaluate(config, str(policy), targets=targets, task_ids=ids, seed=spec.seed)
-        figures[role] = {"success": result.success_rate, "mean_turns": result.mean_turns, "tasks": float(len(ids))}
+        result = evaluate(
+            config, str(policy), targets=targets, task_ids=ids, seed=spec.seed, samples=spec.levels.eval_samples
+        )
+        figures[role] = {
+            "success": result.success_rate,
+            "mean_turns": result.mean_turns,
+            "invalid_turns": result.invalid_turn_ratio,
+            "tasks": float(len(ids)),
+            "samples": float(spec.levels.eval_samples),
+        }
     return figures

@@ -92,6 +92,8 @@ class ObservedMemory:
     transformed: bool = False
     placed: list[str] = field(default_factory=list)
     goal_receptacle: str = ""
+    taken_from: str = ""
+    """Where the object held was taken from."""
 
 
 def intro_receptacles(intro: str) -> list[str]:
@@ -131,16 +133,20 @@ class ObservedExpert:
             verb = action.split(" ", 1)[0]
             if verb == "open":
                 memory.opened.append(action[len("open ") :])
+            elif verb == "close" and action[len("close ") :] in memory.opened:
+                memory.opened.remove(action[len("close ") :])
             elif verb == "take" and " from " in action:
                 obj, receptacle = action[len("take ") :].split(" from ", 1)
                 memory.holding = obj
+                memory.taken_from = receptacle
                 if obj in memory.contents.get(receptacle, []):
                     memory.contents[receptacle].remove(obj)
             elif verb == "move" and " to " in action:
                 obj, receptacle = action[len("move ") :].split(" to ", 1)
                 memory.holding = ""
-                memory.placed.append(obj)
-                memory.goal_receptacle = receptacle
+                if self._is_goal(obj, receptacle):
+                    memory.placed.append(obj)
+                    memory.goal_receptacle = receptacle
                 memory.contents.setdefault(receptacle, []).append(obj)
             elif verb in ("clean", "heat", "cool"):
                 memory.transformed = True
@@ -154,6 +160,9 @@ class ObservedExpert:
         for receptacle in memory.here:
             if receptacle not in memory.visited:
                 memory.visited.append(receptacle)
+            seen_open = self._openable(receptacle) and f"open {receptacle}" not in admissible
+            if seen_open and receptacle not in memory.opened:
+                memory.opened.append(receptacle)  # its contents are in the admissible commands
             if not memory.holding:
                 suffix = f" from {receptacle}"
                 memory.contents[receptacle] = [
@@ -165,6 +174,8 @@ class ObservedExpert:
     def next_action(self, admissible: Sequence[str]) -> str:
         """The next action from the current state."""
         memory, task = self.memory, self.task
+        if memory.holding and entity_class(memory.holding) != task.target:
+            return self._put_down(admissible)
         if not memory.holding:
             found = self._known_target()
             if found is None:
@@ -221,9 +232,35 @@ class ObservedExpert:
                 if f"open {receptacle}" in admissible and receptacle not in memory.opened:
                     return f"open {receptacle}"
         for receptacle in self._search_order(wanted):
-            if receptacle not in memory.visited:
+            if wanted != self.task.target:
+                unseen = receptacle not in memory.visited
+            else:  # an agent may have passed by a closed one, or come by with its hands full (nothing recorded)
+                closed = self._openable(receptacle) and receptacle not in memory.opened
+                unseen = receptacle not in memory.contents or closed
+            if unseen:
                 return f"go to {receptacle}"
         return "look"
+
+    def _is_goal(self, obj: str, receptacle: str) -> bool:
+        """Placing `obj` in `receptacle` serves the goal (an agent off the expert's path may place anything)."""
+        return entity_class(obj) == self.task.target and entity_class(receptacle) == self.task.parent
+
+    def _put_down(self, admissible: Sequence[str]) -> str:
+        """Put back an object the goal does not need (taken by an agent off the expert's path): here if it fits here,
+        else where it was taken from."""
+        memory = self.memory
+        prefix = f"move {memory.holding} to "
+        movable = [c for c in admissible if c.startswith(prefix)]
+        if movable:
+            return movable[0]
+        closed = [r for r in memory.here if f"open {r}" in admissible]
+        if closed:
+            return f"open {closed[0]}"
+        return f"go to {memory.taken_from}" if memory.taken_from not in ("", *memory.here) else "look"
+
+    @staticmethod
+    def _openable(receptacle: str) -> bool:
+        return entity_class(receptacle) in _OPENABLE
 
     @staticmethod
     def _or_open(action: str, receptacle: str, admissible: Sequence[str]) -> str:

@@ -12,7 +12,8 @@ from safetensors import safe_open
 
 from trainer.cli import main
 from trainer.config import ConfigError
-from trainer.models.ladder import RECORD, LadderSpec, mix_families
+from trainer.models.dagger import Dagger
+from trainer.models.ladder import RECORD, LadderSpec, Rung, mix_families
 from trainer.models.loading import load_model
 from trainer.models.missing import remedy
 
@@ -24,7 +25,7 @@ def test_mix_families_takes_each_family_in_turn() -> None:
     assert mix_families(tasks, ("musique",), 3) == []
 
 
-@pytest.mark.parametrize("name", ["webshop", "searchqa"])
+@pytest.mark.parametrize("name", ["webshop", "searchqa", "alfworld"])
 def test_the_shipped_specs_load_with_their_configs(name: str) -> None:
     spec = LadderSpec.load(name)
     config = spec.trainer_config()
@@ -33,7 +34,7 @@ def test_the_shipped_specs_load_with_their_configs(name: str) -> None:
 
 
 def test_a_bad_spec_is_refused_with_its_path(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"no ladder 'nope'.*shipped ladders: searchqa, webshop"):
+    with pytest.raises(ConfigError, match=r"no ladder 'nope'.*shipped ladders: alfworld, searchqa, webshop"):
         LadderSpec.load("nope")
     bad = tmp_path / "bad.yaml"
     bad.write_text("config: ladder-webshop.yaml\nexpert_tasks: 8\nteacher: {hidden: 8}\n")
@@ -67,3 +68,31 @@ def test_make_ladder_plays_trains_saves_bf16_and_evaluates(tmp_path: Path, monke
     with safe_open(str(out / "teacher" / "model.safetensors"), "pt") as weights:
         assert {weights.get_tensor(key).dtype for key in weights.keys()} == {torch.bfloat16}  # noqa: SIM118
     assert load_model(out / "teacher").dtype == torch.float32
+
+
+def test_a_rung_reads_its_dagger_rounds() -> None:
+    teacher = LadderSpec.load("alfworld").teacher
+    assert teacher.dagger.rounds > 0 and 0 < teacher.dagger.temperature <= 1
+    assert LadderSpec.load("webshop").teacher.dagger == Dagger()  # none unless a spec says so
+    assert Rung.from_dict(
+        {"hidden": 8, "layers": 1, "read_steps": 0, "sft_steps": 1, "dagger": {"rounds": 2}}
+    ).dagger == (Dagger(rounds=2))
+
+
+@pytest.mark.slow
+def test_make_ladder_runs_its_dagger_rounds_on_alfworld(tmp_path: Path) -> None:
+    pytest.importorskip("alfworld")
+    spec = tmp_path / "small.yaml"
+    spec.write_text(
+        "config: ladder-alfworld.yaml\nexpert_tasks: 6\nvocab_size: 320\nheld_out_turns: 4\n"
+        "teacher: {hidden: 32, layers: 1, read_steps: 0, sft_steps: 2, dagger: {rounds: 2, tasks: 3, steps: 1}}\n"
+        "student: {hidden: 32, layers: 1, read_steps: 0, sft_steps: 1}\n"
+        "levels: {teacher_min: 0.8, student_max: 0.15, eval_tasks: 1, eval_samples: 2}\n"
+    )
+    out = tmp_path / "ladder"
+    assert main(["make-models", "--ladder", str(spec), "--out", str(out), "--set", "env.max_turns=12"]) == 0
+    record = json.loads((out / RECORD).read_text())
+    rounds = record["teacher"]["dagger"]
+    assert [r["round"] for r in rounds] == [1, 2] and "dagger" not in record["student"]
+    assert all(r["labelled_turns"] >= 3 and r["diverged"] == 0 and r["sft_steps"] == 1 for r in rounds)
+    assert record["held_out"]["teacher"]["samples"] == 2

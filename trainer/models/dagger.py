@@ -1,0 +1,100 @@
+"""DAgger rounds for a ladder model (docs/design/028-ladder-dagger.md): play, let the expert label, SFT again.
+
+Each round the model plays `tasks` training games (the next ones in turn, wrapping around) at `temperature`, the
+server's expert labels every state it reached (`trainer.rollout.dagger`), the labels join those of earlier rounds,
+and the model continues SFT for `steps` on the expert's own turns plus every label so far (Ross et al. 2011's
+aggregation; training continues from the current model rather than restarting).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainer.config import TrainerConfig
+
+Example = tuple[list[int], list[int]]
+
+
+@dataclass(frozen=True)
+class Dagger:
+    """A rung's DAgger rounds (`dagger:` in a ladder spec's rung; 0 rounds: none)."""
+
+    rounds: int = 0
+    tasks: int = 400
+    """Training games the model plays in each round (taken in turn through the split)."""
+    steps: int = 600
+    """SFT steps after each round, on the expert's turns and every round's labels."""
+    lr: float = 1e-3
+    """Peak learning rate of each round's SFT (cosine)."""
+    temperature: float = 0.4
+    """Sampling temperature of the rounds' play (the held-out evaluation's)."""
+
+
+def dagger_rounds(
+    dagger: Dagger,
+    config: TrainerConfig,
+    target: str,
+    model: Any,
+    tokenizer: Any,
+    expert_examples: Sequence[Example],
+    *,
+    games: Sequence[str],
+    seed: int,
+    batch_tokens: int,
+    bf16: bool,
+    score: Callable[[Any], float],
+    log: Callable[[str], None] = print,
+) -> list[dict[str, float]]:
+    """Run `dagger.rounds` rounds on `model` in place, playing `games` (training task ids) in turn; a record per
+    round (play, labels, SFT, `score(model)`)."""
+    from trainer.rollout import SamplingSettings
+    from trainer.rollout.dagger import label_all, labelled_examples
+    from trainer.sft import sft_train
+    from trainer.workers import RolloutWorker
+
+    play = config.model_copy(deep=True)
+    play.rollout.strategy = "group"  # the model plays alone
+    labels: list[Example] = []
+    records = []
+    folder = Path(tempfile.mkdtemp(prefix="dagger-"))
+    try:
+        for index in range(dagger.rounds):
+            start = time.perf_counter()
+            model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            worker = RolloutWorker(play, target, policy_path=str(folder))
+            try:
+                chosen = [games[(index * dagger.tasks + i) % len(games)] for i in range(min(dagger.tasks, len(games)))]
+                sampling = SamplingSettings(
+                    max_new_tokens=config.rollout.max_new_tokens, temperature=dagger.temperature, seed=seed + index
+                )
+                played, _ = worker.run([(game, seed) for game in chosen], sampling, 1)
+                labelled = label_all(worker.port, played, max_turns=config.env.max_turns)
+            finally:
+                worker.close()
+            labels += labelled_examples(labelled, tokenizer)
+            turns = sum(len(one.actions) for one in labelled)
+            record = {
+                "round": float(index + 1),
+                "play_success": sum(t.won for t in played) / len(played),
+                "labelled_turns": float(turns),
+                "agreement": sum(one.agreed for one in labelled) / max(turns, 1),
+                "diverged": float(sum(one.diverged for one in labelled)),
+                "play_seconds": time.perf_counter() - start,
+            }
+            trained = sft_train(
+                model, tokenizer, [*expert_examples, *labels], steps=dagger.steps, lr=dagger.lr,
+                batch_tokens=batch_tokens, seed=seed + index, schedule="cosine", cpu_bf16=bf16,
+            )  # fmt: skip
+            record.update({f"sft_{key}": value for key, value in trained.items()}, score=score(model))
+            log(f"dagger round {index + 1}: {record}")
+            records.append(record)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return records
