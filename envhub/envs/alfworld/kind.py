@@ -18,7 +18,7 @@ from typing import Any, overload
 from envhub.core import errors
 from envhub.core.environment import Capabilities, Environment, EnvironmentKind, TaskSpec
 from envhub.core.settings import whole_number
-from envhub.envs.alfworld import memo
+from envhub.envs.alfworld import memo, parsers
 from envhub.envs.alfworld.env import AlfWorldEnv
 from envhub.envs.alfworld.experts import EXPERTS
 from envhub.envs.alfworld.generator.scene import DEFAULT_ROOMS, ROOMS
@@ -126,8 +126,9 @@ class AlfWorldKind(EnvironmentKind):
     gc_thresholds = GC_THRESHOLDS
     concurrent_starts = True
     """Starts may run beside steps (design note 031): a step touches only its own session's game state and
-    caches read or filled whole under the interpreter lock; the native library is used only to plan, which an
-    expert call does on the stepping thread, never a start."""
+    caches read or filled whole under the interpreter lock; TextWorld's grammar parsers are per thread
+    (`parsers`) and translations one at a time; the native library is used only to plan, which an expert call
+    does on the stepping thread, never a start."""
     options: Mapping[str, str] = {
         "expert": f"expert behind expert_actions: {' | '.join(EXPERTS)} (default {EXPERTS[0]}: uses only what the "
         "agent has seen; planner: ALFWorld's optimal planner on the hidden state; handcoded: ALFWorld's heuristic)",
@@ -185,6 +186,7 @@ class AlfWorldKind(EnvironmentKind):
         self._library: SharedDownward | None = None
         cache = self.taskset.cache_dir if isinstance(self.taskset, GeneratedTaskSet) else default_cache_root()
         memo.install(TranslationStore(cache / "translations"))
+        parsers.install()  # starts parse on the start thread while steps parse on the stepping one
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> AlfWorldKind:

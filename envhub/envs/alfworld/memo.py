@@ -31,6 +31,7 @@ benchmark's "before").
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -66,10 +67,17 @@ _GROUNDINGS: weakref.WeakKeyDictionary[SasTask, dict[int, _Grounding]] = weakref
 
 _STORE: dict[str, TranslationStore] = {}
 """The translation store in use, if any (under the key "store")."""
+_TRANSLATING = threading.Lock()
+"""One translation at a time: Fast Downward's translator keeps module state and swaps `sys.argv` and `sys.stdout`."""
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False) -> Any:
+    with _TRANSLATING:
+        return _translate(domain, problem, verbose, optimize)
+
+
+def _translate(domain: str, problem: str, verbose: bool, optimize: bool) -> Any:
     store = _STORE.get("store")
     if store is not None and not verbose:
         sas = store.get(domain, problem, optimize)

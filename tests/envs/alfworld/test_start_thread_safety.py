@@ -1,0 +1,78 @@
+"""ALFWorld sessions started on one thread while others step on another (a worker's start thread, design note
+031) play exactly as alone: TextWorld's grammar parsers are per thread (`envhub.envs.alfworld.parsers`).
+
+The parse memos are emptied before every start and every play, so both threads parse (on shared parsers,
+this raised IndexError / FailedToken inside TatSu within a few starts).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envhub.core.environment import TaskSpec
+from envhub.core.session import Session
+from envhub.envs.alfworld import memo
+from envhub.envs.alfworld.kind import AlfWorldKind
+from envhub.envs.alfworld.taskset import GeneratedTaskSet
+
+
+@pytest.fixture(scope="module")
+def kind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AlfWorldKind]:
+    cache: Path = tmp_path_factory.mktemp("alfworld-cache")
+    alfworld = AlfWorldKind(taskset=GeneratedTaskSet(seed=0, cache_dir=cache))
+    yield alfworld
+    alfworld.close()
+
+
+def _forget_parses() -> None:
+    for cached in (memo._logic_model, memo._logic_parse, memo._textgen_model, memo._conjunctive_query):
+        cached.cache_clear()
+
+
+def _play(kind: AlfWorldKind, task: TaskSpec, expert: str) -> list[str]:
+    """Observations of 12 turns: the expert's action, and every third turn an admissible one off its path."""
+    _forget_parses()
+    session = Session.start(kind, task, options={"expert": expert})
+    texts = [session.observation.text]
+    for turn in range(12):
+        if session.done:
+            break
+        action = session.admissible_actions()[turn] if turn % 3 == 0 else session.expert_actions()[0]
+        texts.append(session.step(action).result.observation.text)
+    return texts
+
+
+def test_starts_beside_steps_leave_every_observation_as_alone(kind: AlfWorldKind) -> None:
+    tasks = kind.tasks("train")
+    played, started = tasks[:4], tasks[4:10]
+    experts = ["observed", "planner"]
+    alone = {(task.task_id, expert): _play(kind, task, expert) for task in played for expert in experts}
+    stop, failures = threading.Event(), []
+
+    def start_sessions() -> None:
+        turn = 0
+        while not stop.is_set():
+            _forget_parses()
+            try:
+                Session.start(kind, started[turn % len(started)])
+            except Exception as error:
+                failures.append(error)
+            turn += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)  # as a worker with a start thread runs
+    starter = threading.Thread(target=start_sessions)
+    starter.start()
+    try:
+        beside = {(task.task_id, expert): _play(kind, task, expert) for task in played for expert in experts}
+    finally:
+        stop.set()
+        starter.join()
+        sys.setswitchinterval(interval)
+    assert failures == []
+    assert beside == alone
