@@ -133,17 +133,21 @@ def test_recomputed_logp_old_makes_the_first_ratio_one(tiny_models: TinyModels, 
 
 def test_supervised_positions_step_equals_the_every_position_step(tiny_models: TinyModels, batch: TokenBatch) -> None:
     """fp32: one ATOD step (with the logp_old recompute) projecting only at supervised tokens gives the metrics and
-    weights of the path that projects everywhere, within 1e-5 (docs/design/029)."""
+    weights of the path that projects everywhere: metrics within 1e-5, the weight update within 1e-3 of its norm
+    (docs/design/029). Not element by element: AdamW divides each element's gradient by its own magnitude, so an
+    element whose gradient is near zero moves by a visible share of lr (1e-2 here) on summation order alone (up to
+    2e-4 on 1 of 4,096 elements with 2 threads)."""
     results = []
     for supervised in (True, False):
         learner = _learner(tiny_models.student, "atod", budget=64)
         learner.recompute_logp_old, learner.supervised_positions = True, supervised
-        results.append((learner.step(batch), [p.detach().clone() for p in learner.model.parameters()]))
-    (got, got_weights), (want, want_weights) = results
+        before = torch.cat([p.detach().flatten() for p in learner.model.parameters()])
+        metrics = learner.step(batch)
+        results.append((metrics, torch.cat([p.detach().flatten() for p in learner.model.parameters()]) - before))
+    (got, got_update), (want, want_update) = results
     for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/rollout_logp_abs_diff"):
         assert got[key] == pytest.approx(want[key], abs=1e-5), key
-    for a, b in zip(got_weights, want_weights, strict=True):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+    assert torch.linalg.norm(got_update - want_update) <= 1e-3 * torch.linalg.norm(want_update)
 
 
 def test_recompute_defaults_to_on_only_for_another_engine() -> None:
