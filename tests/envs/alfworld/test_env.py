@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import pytest
@@ -15,15 +13,6 @@ from envhub.envs.alfworld.engine import forget_exported_states
 from envhub.envs.alfworld.generator.splits import task_types
 from envhub.envs.alfworld.generator.tasks import TASK_TYPES
 from envhub.envs.alfworld.kind import AlfWorldKind
-from envhub.envs.alfworld.taskset import GeneratedTaskSet
-
-
-@pytest.fixture(scope="module")
-def kind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AlfWorldKind]:
-    cache: Path = tmp_path_factory.mktemp("alfworld-cache")
-    alfworld = AlfWorldKind(taskset=GeneratedTaskSet(seed=0, cache_dir=cache))
-    yield alfworld
-    alfworld.close()
 
 
 @pytest.fixture(scope="module")

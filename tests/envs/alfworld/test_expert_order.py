@@ -3,27 +3,14 @@ shows, and still wins; "intro" (the default) follows the first observation's ord
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from envhub.core.session import Session
-from envhub.envs.alfworld.generator.scene import ROOMS
 from envhub.envs.alfworld.kind import AlfWorldKind
 from envhub.envs.alfworld.observed_expert import ObservedExpert, ObservedTask
-from envhub.envs.alfworld.taskset import GeneratedTaskSet
 
 GAMES = 8
 """Pick-and-place training games played in each order (small rooms: a few seconds)."""
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AlfWorldKind]:
-    cache: Path = tmp_path_factory.mktemp("alfworld-cache")
-    alfworld = AlfWorldKind(taskset=GeneratedTaskSet(seed=0, cache_dir=cache, room=ROOMS["small"]))
-    yield alfworld
-    alfworld.close()
 
 
 def expert_game(kind: AlfWorldKind, index: int, order: str) -> tuple[list[str], bool, list[list[str]]]:

@@ -5,28 +5,14 @@ by) its next actions still win the game."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from envhub.core.session import Session
-from envhub.envs.alfworld.generator.scene import ROOMS
 from envhub.envs.alfworld.kind import AlfWorldKind
 from envhub.envs.alfworld.observed_expert import ObservedExpert, ObservedTask
-from envhub.envs.alfworld.taskset import GeneratedTaskSet
 
 GAMES = 16
 """Pick-and-place training games, each after a detour of `DETOUR` random actions (small rooms: a few seconds)."""
 DETOUR = 8
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AlfWorldKind]:
-    cache: Path = tmp_path_factory.mktemp("alfworld-cache")
-    alfworld = AlfWorldKind(taskset=GeneratedTaskSet(seed=0, cache_dir=cache, room=ROOMS["small"]))
-    yield alfworld
-    alfworld.close()
 
 
 def detour_then_expert(kind: AlfWorldKind, index: int, rng: random.Random) -> tuple[bool, list[str]]:

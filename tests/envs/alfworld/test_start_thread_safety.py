@@ -9,24 +9,11 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from envhub.core.environment import TaskSpec
 from envhub.core.session import Session
 from envhub.envs.alfworld import memo
 from envhub.envs.alfworld.kind import AlfWorldKind
-from envhub.envs.alfworld.taskset import GeneratedTaskSet
-
-
-@pytest.fixture(scope="module")
-def kind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AlfWorldKind]:
-    cache: Path = tmp_path_factory.mktemp("alfworld-cache")
-    alfworld = AlfWorldKind(taskset=GeneratedTaskSet(seed=0, cache_dir=cache))
-    yield alfworld
-    alfworld.close()
 
 
 def _forget_parses() -> None:
