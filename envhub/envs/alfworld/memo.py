@@ -51,8 +51,8 @@ CACHE_SIZE = 256
 """Entries per cache (problems and grammars are a few hundred KB each)."""
 PARSED_KEPT = 4
 """Parsed tasks kept for stored translations: a game's load asks for its two translations one after the other
-(`PddlState`: plain, then optimised, whose task it drops), so the second reuses the first's parse, which was
-over two thirds of a cold restore's CPU (design note 034)."""
+(`PddlState`: plain, then optimised, whose task it drops), so the second reuses the first's parse: the two
+parses were two thirds of a cold load's time (design note 021, 2026-12-02)."""
 _ALFRED_GRAMMAR = Path(alfworld.info.ALFRED_TWL2_PATH).read_text()
 
 _ORIGINALS: dict[str, Any] = {
