@@ -53,6 +53,8 @@ class _LoadedGame:
     initial_facts: frozenset[Proposition]
     commands: CommandTexts
     """Its command texts, derived once per action where the grammar allows (shared by its engines)."""
+    initial_values: list[int]
+    """The SAS values of the initial state (a restore changes the few its facts differ in)."""
 
 
 @dataclass(frozen=True)
@@ -164,8 +166,9 @@ class GameEngine:
             pddl = self._pddl
             initial = _copy_pddl_state(pddl._pddl_state, self._handle)
             commands = CommandTexts(pddl._logic, changing_predicates(initial.task))
+            values = sas_task(initial.sas).values_from_atoms(atom_name(f.name, f.names) for f in initial.facts)
             loaded = _LoadedGame(
-                pddl._game_data, pddl._logic, pddl._entity_infos, initial, frozenset(initial.facts), commands
+                pddl._game_data, pddl._logic, pddl._entity_infos, initial, frozenset(initial.facts), commands, values
             )
         else:
             self._pddl._game_data = loaded.data
@@ -242,10 +245,15 @@ class GameEngine:
             self._handle.adopt(template.pddl_state.sas, template.pddl_state.sas_replan, template.values)
             pddl.state = GameState(template.game_state)
         else:
-            rebuilt = _copy_pddl_state(self._game().initial_state, self._handle)
+            game = self._game()
+            rebuilt = _copy_pddl_state(game.initial_state, self._handle)
             rebuilt.remove_facts([_fact(row) for row in state["removed"]])
             rebuilt.add_facts([_fact(row) for row in state["added"]])
-            values = sas_task(rebuilt.sas).values_from_atoms(atom_name(f.name, f.names) for f in rebuilt.facts)
+            values = sas_task(rebuilt.sas).values_after(
+                game.initial_values,
+                (atom_name(row[0], row[1]) for row in state["removed"]),
+                (atom_name(row[0], row[1]) for row in state["added"]),
+            )
             self._handle.adopt(rebuilt.sas, rebuilt.sas_replan, values)
             pddl._pddl_state = rebuilt
             pddl.state = GameState()

@@ -242,6 +242,23 @@ class SasTask:
                 values[fact[0]] = fact[1]
         return self.with_axioms(values)
 
+    def values_after(self, values: Sequence[int], removed: Iterable[str], added: Iterable[str]) -> list[int]:
+        """`values_from_atoms` of the atoms true in `values` less `removed` plus `added`, from those alone.
+
+        A variable's atoms are mutually exclusive, so a removed atom's variable takes its negated or "none of
+        those" value unless an added atom sets it. A restore's few changed facts instead of its whole state.
+        """
+        changed = list(values)
+        for name in removed:
+            fact = self.atoms.get(name)
+            if fact is not None and not self.variables[fact[0]].derived and changed[fact[0]] == fact[1]:
+                changed[fact[0]] = self._defaults[fact[0]]
+        for name in added:
+            fact = self.atoms.get(name)
+            if fact is not None and not self.variables[fact[0]].derived:
+                changed[fact[0]] = fact[1]
+        return self.with_axioms(changed)
+
     def with_state(self, text: str, values: Sequence[int]) -> str:
         """The task text `text` (this task's) with its initial state replaced by `values`.
 

@@ -6,8 +6,9 @@ checks the game with the planner; the worker that then serves it used to transla
 `TranslationStore` keeps each translation's SAS text in a folder, named by a hash of
 everything the translation depends on (translator version, options, domain, problem), so any
 process of any server sharing the folder reads it instead. The translator's other result,
-the parsed PDDL task, is cheap to rebuild: it is the task the translator parses and
-normalises before translating (its parsing alone, without the translation).
+the parsed PDDL task, is rebuilt: it is the task the translator parses and normalises before
+translating (its parsing alone, without the translation), still most of a load read from the
+store, so a load's two translations share one parse (`memo`).
 """
 
 from __future__ import annotations

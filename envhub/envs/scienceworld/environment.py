@@ -4,7 +4,9 @@ Every simulator call that advances the world runs under its own seed and object-
 counter (`_advance`), so episodes are reproducible from (task, seed, actions) and
 several simulators in one JVM do not disturb each other. Stepping uses the jar's raw
 `step`; the valid-action list (the expensive part of upstream's `step`) is computed only
-in `admissible_actions`.
+in `admissible_actions`. Every call into the JVM runs in one of the JVM's turns (`Jvm.turns`):
+a start's (`reset`, `replay`) one simulator call at a time, the others' whole, so sessions may be
+started on one thread while others step on another (`ScienceWorldKind.concurrent_starts`).
 """
 
 from __future__ import annotations
@@ -59,45 +61,54 @@ class ScienceWorldEnvironment(Environment):
         except ValueError as exc:
             raise errors.invalid_argument(str(exc), "BAD_OPTION") from exc
         simulator = self._live_simulator()
-        self._jvm.seed(step_seed(seed, LOAD_STEP))
-        message = simulator.load(name, variation, simplification, False)
-        if message:
-            raise errors.not_found(f"ScienceWorld cannot load {task.task_id}: {message}", "UNKNOWN_TASK")
+        with self._jvm.turns.start():
+            self._jvm.seed(step_seed(seed, LOAD_STEP))
+            message = simulator.load(name, variation, simplification, False)
+            if message:
+                raise errors.not_found(f"ScienceWorld cannot load {task.task_id}: {message}", "UNKNOWN_TASK")
+            self._id_counter = self._jvm.id_counter
         self._task_name, self._variation, self._simplification, self._seed = name, variation, simplification, seed
-        self._id_counter = self._jvm.id_counter
         self._step_index = 0
         self._actions = []
-        self._task_description = str(simulator.getTaskDescription())
-        text = self._advance(FIRST_ACTION)
-        self._score = self._read_score()
-        return self._observation(text)
+        with self._jvm.turns.start():
+            self._task_description = str(simulator.getTaskDescription())
+            text = self._advance(FIRST_ACTION)
+            self._score = self._read_score()
+            return self._observation(text)
 
     def step(self, action: str) -> StepResult:
         self._require_loaded()
-        text = self._advance(action)
+        with self._jvm.turns.step():
+            text = self._advance(action)
+            score = self._read_score()
+            completed = bool(self._simulator.getCompleted())
+            reward, self._score = score - self._score, score
+            observation = self._observation(text)
         self._actions.append(action)
-        score = self._read_score()
-        reward, self._score = score - self._score, score
-        completed = bool(self._simulator.getCompleted())
         failed = score < 0
         return StepResult(
-            observation=self._observation(text),
+            observation=observation,
             reward=float(reward),
             terminated=completed or failed,
             won=completed and not failed,
         )
 
     def replay(self, actions: Sequence[str]) -> list[str]:
-        """Raw-step `actions` (no score, info or valid-action reads between them)."""
+        """Raw-step `actions` (no score, info or valid-action reads between them), one turn each."""
         self._require_loaded()
-        texts = [self._advance(action) for action in actions]
+        texts = []
+        for action in actions:
+            with self._jvm.turns.start():
+                texts.append(self._advance(action))
         self._actions.extend(actions)
-        self._score = self._read_score()
+        with self._jvm.turns.start():
+            self._score = self._read_score()
         return texts
 
     def admissible_actions(self) -> list[str]:
         self._require_loaded()
-        return self._jvm.strings(self._simulator.getValidActionObjectCombinations())
+        with self._jvm.turns.step():
+            return self._jvm.strings(self._simulator.getValidActionObjectCombinations())
 
     def expert_actions(self) -> list[str]:
         """The rest of the gold path while the episode has followed it exactly, else []."""
@@ -111,13 +122,14 @@ class ScienceWorldEnvironment(Environment):
     def close(self) -> None:
         if self._simulator is None:
             return
-        self._jvm.release(self._simulator)
+        with self._jvm.turns.step():
+            self._jvm.release(self._simulator)
         self._simulator = None
         if self._on_close is not None:
             self._on_close()
 
     def _advance(self, action: str) -> str:
-        """One raw simulator step under this episode's seed and object-id counter."""
+        """One raw simulator step under this episode's seed and object-id counter (in a turn)."""
         self._jvm.seed(step_seed(self._seed, self._step_index))
         self._jvm.id_counter = self._id_counter
         text = str(self._simulator.step(action))

@@ -30,14 +30,17 @@ class GoldPaths:
         return self._cache[key]
 
     def _generate(self, task_name: str, variation: int, simplification: str) -> tuple[str, ...]:
-        if self._simulator is None:
-            self._simulator = self._jvm.new_simulator()
-        message = self._simulator.load(task_name, variation, simplification, True)
-        if message:
-            raise errors.failed_precondition(
-                f"ScienceWorld could not generate the gold path of {task_name}/{variation}: {message}", "NO_GOLD_PATH"
-            )
-        return tuple(str(action) for action in self._simulator.getGoldActionSequence())
+        """Load with the gold path (in a step's turn: an expert call is answered on the stepping thread)."""
+        with self._jvm.turns.step():
+            if self._simulator is None:
+                self._simulator = self._jvm.new_simulator()
+            message = self._simulator.load(task_name, variation, simplification, True)
+            if message:
+                raise errors.failed_precondition(
+                    f"ScienceWorld could not generate the gold path of {task_name}/{variation}: {message}",
+                    "NO_GOLD_PATH",
+                )
+            return tuple(str(action) for action in self._simulator.getGoldActionSequence())
 
     def close(self) -> None:
         """Forget the cache and release the simulator."""

@@ -8,7 +8,8 @@ Two pieces of simulator state are process-global in the JVM and would otherwise 
 simulators and make replays diverge: Scala's global `scala.util.Random` (drawn from by
 task setup, wandering animals, genetics) and the object-id counter
 `util.UniqueIdentifier`. `Jvm.seed` and `Jvm.id_counter` give access to both, so every
-simulator can run under its own seed and counter.
+simulator can run under its own seed and counter; `Jvm.turns` makes the calls that set and use
+them one at a time when two threads call (`envhub.envs.scienceworld.turns`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 from scienceworld.constants import BASEPATH, JAR_PATH
 
 from envhub.core import errors
+from envhub.envs.scienceworld.turns import JvmTurns
 
 DEFAULT_JAVA_OPTS: tuple[str, ...] = (
     "-XX:+UseSerialGC",
@@ -113,6 +115,8 @@ class Jvm:
         self._gateway: JavaGateway | None = None
         self._random: Any = None
         self._ids: Any = None
+        self.turns = JvmTurns()
+        """Held around every call that sets or uses the JVM's global state (simulator calls, heap resizes)."""
 
     @property
     def started(self) -> bool:

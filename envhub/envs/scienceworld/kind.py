@@ -44,6 +44,10 @@ class ScienceWorldKind(EnvironmentKind):
     description = "ScienceWorld text simulator: 30 elementary-science tasks with train/dev/test variations"
     capabilities = Capabilities(native_snapshot=False, deterministic_replay=True, expert=True, admissible_actions=True)
     default_max_steps = 100
+    concurrent_starts = True
+    """Starts may run beside steps (design note 034): the JVM-global random and object-id counter that every
+    simulator call sets and uses are taken in turns (`Jvm.turns`), a start's one call at a time (its load, each
+    replayed action) and a waiting step's first, so a step waits for at most one of a start's calls."""
     options: Mapping[str, str] = {
         sw_options.SIMPLIFICATIONS_OPTION: "comma-separated ScienceWorld simplifications (e.g. 'easy' or "
         "'teleportAction,openDoors'); default none"
@@ -121,22 +125,24 @@ class ScienceWorldKind(EnvironmentKind):
 
     def create(self) -> Environment:
         """A new simulator; RESOURCE_EXHAUSTED (SESSIONS_PER_WORKER) when the JVM holds its cap already."""
-        if self._live >= self._sessions_per_worker:
-            raise errors.resource_exhausted(
-                f"this ScienceWorld worker holds {self._live} of at most {self._sessions_per_worker} sessions "
-                "(setting scienceworld.sessions_per_worker; its JVM heap is sized from it); close sessions, "
-                "run more workers, or raise the setting",
-                "SESSIONS_PER_WORKER",
-                sessions_per_worker=str(self._sessions_per_worker),
-            )
-        self._plan_heap(self._live + 1)
-        env = ScienceWorldEnvironment(self._jvm, self._gold_paths, on_close=self._released)
-        self._live += 1
+        with self._jvm.turns.start():
+            if self._live >= self._sessions_per_worker:
+                raise errors.resource_exhausted(
+                    f"this ScienceWorld worker holds {self._live} of at most {self._sessions_per_worker} sessions "
+                    "(setting scienceworld.sessions_per_worker; its JVM heap is sized from it); close sessions, "
+                    "run more workers, or raise the setting",
+                    "SESSIONS_PER_WORKER",
+                    sessions_per_worker=str(self._sessions_per_worker),
+                )
+            self._plan_heap(self._live + 1)
+            env = ScienceWorldEnvironment(self._jvm, self._gold_paths, on_close=self._released)
+            self._live += 1
         return env
 
     def _released(self) -> None:
-        self._live -= 1
-        self._plan_heap(self._live)
+        with self._jvm.turns.step():
+            self._live -= 1
+            self._plan_heap(self._live)
 
     def _plan_heap(self, live: int) -> None:
         """Resize the JVM's heap when `live` simulators call for another plan (`jvm.planned_simulators`)."""

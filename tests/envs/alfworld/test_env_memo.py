@@ -11,7 +11,7 @@ import textworld.envs.pddl.logic as pddl_logic
 import textworld.envs.pddl.textgen as textgen
 from textworld.logic import Rule
 
-from envhub.envs.alfworld import memo
+from envhub.envs.alfworld import memo, translations
 from envhub.envs.alfworld.engine import GameEngine
 from envhub.envs.alfworld.library import SharedDownward
 from envhub.envs.alfworld.sas import sas_task
@@ -142,3 +142,27 @@ def test_stored_translations_equal_the_translators(game: AlfredGame, tmp_path: P
         read_task, read_sas = fast_downward.pddl2sas(domain, problem, optimize=optimize)  # read back
         assert read_sas == sas and _task_summary(read_task) == _task_summary(task)
     assert len(list(store.folder.rglob("*.sas.gz"))) == 2
+
+
+def test_a_stored_games_two_translations_parse_its_task_once(
+    game: AlfredGame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load asks for the plain and the optimised translation; read from the store, the task is parsed once."""
+    domain, problem = game.game_json["pddl_domain"], game.game_json["pddl_problem"]
+    store = TranslationStore(tmp_path / "translations")
+    for optimize in (False, True):
+        store.put(domain, problem, optimize, memo._ORIGINALS["pddl2sas"](domain, problem, optimize=optimize)[1])
+    parsed: list[str] = []
+
+    def parse_task(domain: str, problem: str) -> object:
+        parsed.append(problem)
+        return translations.parse_task(domain, problem)
+
+    monkeypatch.setattr(memo, "parse_task", parse_task)
+    memo.install(store)
+    memo._pddl2sas.cache_clear()
+    memo._parsed_task.cache_clear()
+    plain, _ = fast_downward.pddl2sas(domain, problem)
+    optimised, _ = fast_downward.pddl2sas(domain, problem, optimize=True)
+    assert parsed == [problem]
+    assert optimised is plain

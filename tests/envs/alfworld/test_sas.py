@@ -117,6 +117,33 @@ def test_rewritten_state_loads_into_the_library(games: list[AlfredGame], library
     assert task.values_from_atoms(true_atoms) == values
 
 
+def _true_atoms(task: SasTask, values: list[int]) -> set[str]:
+    named = (task.atom((var, value)) for var, value in enumerate(values))
+    return {name for name in named if name.startswith("Atom ")}
+
+
+def test_values_after_a_states_differences_equal_its_whole_state(games: list[AlfredGame]) -> None:
+    """What a restore computes from a snapshot's fact differences is what the state's true atoms give."""
+    memo.install()
+    changed = 0
+    for number, game in enumerate(games):
+        _, sas = fast_downward.pddl2sas(game.game_json["pddl_domain"], game.game_json["pddl_problem"])
+        task = SasTask(sas)
+        values = task.initial_state()
+        initial = _true_atoms(task, values)
+        initial_values = task.values_from_atoms(initial)
+        rng = random.Random(number)
+        for _ in range(STEPS):
+            ops = task.applicable(values)
+            if not ops or task.is_goal(values):
+                break
+            task.apply(values, ops[rng.randrange(len(ops))])
+            now = _true_atoms(task, values)
+            changed += bool(initial - now)
+            assert task.values_after(initial_values, initial - now, now - initial) == task.values_from_atoms(now)
+    assert changed >= len(games)  # every walk removed initial atoms, not only added some
+
+
 def _stock(library: Any) -> Any:
     """Stock ALFWorld's env on this process's library (ALFWorld builds `AlfredDemangler(PddlEnv)`)."""
     env = PddlEnv.__new__(PddlEnv)
