@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
@@ -100,6 +99,12 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=True,
         help="restore snapshots of another version of an environment by replay verified against their digests "
         "(default; --no-cross-version-restore refuses them with SNAPSHOT_MISMATCH)",
+    )
+    p.add_argument(
+        "--event-loop",
+        default="auto",
+        help="the front's event loop: auto (default) uvloop where installed, else asyncio's; uvloop; asyncio "
+        "(design note 025)",
     )
     p.add_argument("--port-file", default=None, help="write the bound port here once serving (with --port 0)")
     p.add_argument("--replica-id", default="", help="prefix of session ids (default: random)")
@@ -198,6 +203,7 @@ def _token(path: str | None) -> str | None:
 def _serve(args: argparse.Namespace) -> int:
     from envhub.server import serve
     from envhub.server.env_config import environment_config
+    from envhub.server.loops import loop_factory, run
     from envhub.server.tenants import load
 
     environments = tuple(args.env or [DEFAULT_ENV])
@@ -205,6 +211,7 @@ def _serve(args: argparse.Namespace) -> int:
         config = _server_config(args, environments, environment_config(environments, args.env_config, args.set))
         if config.tenants_file:
             load(config.tenants_file)
+        loop_factory(config.event_loop)  # uvloop asked for but not installed: say so before starting anything
     except ValueError as error:  # a bad --env, --env-config, --set, flag or tenants file: say which, no traceback
         logging.getLogger("envhub").error("cannot serve: %s", error)
         return 2
@@ -214,7 +221,7 @@ def _serve(args: argparse.Namespace) -> int:
         logging.getLogger("envhub").error("cannot serve: %s", error)
         return 2
     try:
-        asyncio.run(serve(config, port_file=args.port_file, tracer_provider=provider))
+        run(lambda: serve(config, port_file=args.port_file, tracer_provider=provider), config.event_loop)
     except EnvhubError as error:  # an environment failed to start: say why, without a traceback
         logging.getLogger("envhub").error("cannot serve: %s", error.message)
         return 1
@@ -252,6 +259,7 @@ def _server_config(
         snapshot_accept_key_files=tuple(args.snapshot_accept_key_file),
         replica_id=args.replica_id,
         cross_version_restore=args.cross_version_restore,
+        event_loop=args.event_loop,
     )
 
 
