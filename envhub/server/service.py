@@ -12,6 +12,7 @@ replica) is refused with UNAVAILABLE (DRAINING) while the ones in flight finish.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -138,6 +139,13 @@ class EnvHubService:
         """Set when, draining, no call is in flight and no session is open."""
         table.on_drop = self._note_emptied
         self._streams: set[asyncio.Queue[Any]] = set()
+        self._stream_bodies: dict[str, Callable[[Any, Context], Coroutine[Any, Any, Message]]] = {
+            "create": self._create,
+            "reset": self._reset,
+            "step": self._step,
+            "close": self._close,
+        }
+        """The calls a SessionStream carries, by the request's `call` field."""
 
     # ------------------------------------------------------------------ drain
 
@@ -519,18 +527,13 @@ class EnvHubService:
         response = pb.SessionStreamResponse(call_id=request.call_id)
         call = request.WhichOneof("call")
         started, code = time.perf_counter(), grpc.StatusCode.OK
-        bodies: dict[str, Callable[[Any, Context], Coroutine[Any, Any, Message]]] = {
-            "create": self._create,
-            "reset": self._reset,
-            "step": self._step,
-            "close": self._close,
-        }
         try:
-            if call not in bodies:
+            body = self._stream_bodies.get(call) if call is not None else None
+            if body is None:
                 raise errors.invalid_argument("the stream request names no call", "EMPTY_CALL")
             message = self._enter(getattr(request, call))
             try:
-                getattr(response, call).CopyFrom(await bodies[call](message, context))
+                getattr(response, call).CopyFrom(await body(message, context))
             finally:
                 self._leave()
         except errors.EnvhubError as exc:
@@ -551,14 +554,13 @@ class EnvHubService:
 
         async def answer(request: pb.SessionStreamRequest, previous: asyncio.Task[None] | None) -> None:
             response = await self._stream_call(request, context)
-            if previous is not None:
+            if previous is not None and not previous.done():  # its session's earlier answer goes out first
                 await asyncio.wait([previous])
             out.put_nowait(response)
 
-        def forget(done: asyncio.Task[None]) -> None:
-            for key, task in list(last_of_session.items()):
-                if task is done:
-                    del last_of_session[key]
+        def forget(key: str, done: asyncio.Task[None]) -> None:
+            if last_of_session.get(key) is done:
+                del last_of_session[key]
 
         async def read() -> None:
             async for request in request_iterator:
@@ -573,7 +575,7 @@ class EnvHubService:
                 task.add_done_callback(tasks.discard)
                 if key:
                     last_of_session[key] = task
-                    task.add_done_callback(forget)
+                    task.add_done_callback(functools.partial(forget, key))
             while tasks:
                 await asyncio.wait(set(tasks))
             out.put_nowait(_END)
