@@ -188,6 +188,11 @@ def _parser() -> argparse.ArgumentParser:
         help="percall: also serve from this envhub source tree (e.g. `git archive` of an earlier commit), its "
         "calls interleaved with this tree's",
     )
+    bench.add_argument(
+        "--compare-loops",
+        action="store_true",
+        help="percall: also serve this tree on asyncio's own event loop (modes asyncio_*) beside its default loop",
+    )
     bench.add_argument("--kills", type=int, default=5, help="failover: replica kills timed per recovery mode")
     searchqa_cli.add_parser(sub)
     return parser
@@ -297,7 +302,11 @@ def _bench(args: argparse.Namespace) -> int:
     if args.profile == "percall":
         from envhub.bench.percall import PercallSettings, run_percall_bench
 
-        run_percall_bench(PercallSettings(args.out, environment=args.env, before_tree=args.compare_tree))
+        run_percall_bench(
+            PercallSettings(
+                args.out, environment=args.env, before_tree=args.compare_tree, asyncio_loop=args.compare_loops
+            )
+        )
         return 0
     if args.profile == "ready":
         from envhub.bench.ready import ReadyBenchSettings, run_ready_bench

@@ -64,6 +64,27 @@ class PercallSettings:
     before_tree: str | None = None
     """Another source tree of envhub (e.g. `git archive` of an earlier commit): its server runs beside this
     one, its modes (`before_*`) interleaved with this tree's, every figure measured for both."""
+    asyncio_loop: bool = False
+    """Also serve this tree on asyncio's own event loop (`--event-loop asyncio`, modes `asyncio_*`) beside its
+    default (uvloop where installed), to tell the loop's share of a change from the rest."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """One envhub server of the bench: the source tree it is imported from (None: this one) and its flags."""
+
+    tree: str | None = None
+    flags: tuple[str, ...] = ()
+
+
+def _served(settings: PercallSettings) -> dict[str, Served]:
+    """The envhub servers the bench runs, by label (the prefix of their modes' names)."""
+    servers = {"envhub": Served()}
+    if settings.before_tree:
+        servers["before"] = Served(settings.before_tree)
+    if settings.asyncio_loop:
+        servers["asyncio"] = Served(flags=("--event-loop", "asyncio"))
+    return servers
 
 
 StepAll = Callable[[int], Awaitable[int]]
@@ -238,13 +259,14 @@ def _summary(per_mode: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     measured = {name: values for name, values in per_mode.items() if values}
     ratios = {f"{name}_to_websocket": _ratio(values, measured["websocket"]) for name, values in measured.items()}
     del ratios["websocket_to_websocket"]
-    for label in ("envhub", "before"):
+    for label in ("envhub", "before", "asyncio"):
         for way in ("stream", "coalesced"):
             if f"{label}_{way}" in measured:
                 ratios[f"{label}_{way}_to_unary"] = _ratio(measured[f"{label}_{way}"], measured[f"{label}_unary"])
     for name, values in measured.items():
-        if name.startswith("envhub_") and f"before_{name[7:]}" in measured:
-            ratios[f"{name}_to_before"] = _ratio(values, measured[f"before_{name[7:]}"])
+        for other in ("before", "asyncio"):
+            if name.startswith("envhub_") and f"{other}_{name[7:]}" in measured:
+                ratios[f"{name}_to_{other}"] = _ratio(values, measured[f"{other}_{name[7:]}"])
     return {
         "medians": {name: _medians(values) for name, values in measured.items()},
         "ratios": ratios,
@@ -259,13 +281,15 @@ def _brief(figures: dict[str, float]) -> str:
     )
 
 
-def front_profile(source_tree: str | None = None, sessions: int = 64, seconds: float = 8.0) -> str:
+def front_profile(served: Served = Served(), sessions: int = 64, seconds: float = 8.0) -> str:
     """Profile envhub's front process (cProfile, CPU time) while `sessions` sessions step by unary calls;
     returns the report."""
     with tempfile.TemporaryDirectory(prefix="envhub-percall-") as folder:
         stats_file = str(Path(folder) / "front.pstats")
         profiled = ("-m", "envhub.bench.profiled", stats_file)
-        with ServerProcess(REFERENCE, max_sessions=sessions + 8, python_args=profiled, source_tree=source_tree) as s:
+        with ServerProcess(
+            REFERENCE, max_sessions=sessions + 8, extra=served.flags, python_args=profiled, source_tree=served.tree
+        ) as s:
             steps = asyncio.run(_profiled_steps(s, sessions, seconds, create=True))
         return _profile_report(pstats.Stats(stats_file), steps, sessions, "envhub's front process")
 
@@ -344,13 +368,13 @@ def _profile_report(stats: pstats.Stats, steps: int, sessions: int, what: str) -
     return "\n".join(lines) + "\n"
 
 
-def served_ratio(environment: str, source_tree: str | None = None, steps: int = 200) -> dict[str, Any]:
+def served_ratio(environment: str, served: Served = Served(), steps: int = 200) -> dict[str, Any]:
     """`environment`'s served / in-process unary step latency at p50 (the serving bench's measurement)."""
     from envhub.bench.run import PROFILES, BenchSettings, step_latency
 
     profile = PROFILES[environment]
     settings = BenchSettings(environment, None, "", steps=steps)
-    server_process = ServerProcess(environment, workers=1, source_tree=source_tree)
+    server_process = ServerProcess(environment, workers=1, extra=served.flags, source_tree=served.tree)
     with server_process as server, EnvhubClient(server.target) as client:
         local, remote = step_latency(client, settings, profile, profile.task_id)
     return {"in_process": local, "grpc": remote, "ratio_p50": remote["p50_ms"] / local["p50_ms"]}
@@ -367,11 +391,13 @@ def run_percall_bench(settings: PercallSettings) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"settings": vars(settings), "load_average_at_start": os.getloadavg()[0]}
     most = max(settings.sessions)
-    trees = {"envhub": None, **({"before": settings.before_tree} if settings.before_tree else {})}
+    trees = _served(settings)
     with contextlib.ExitStack() as stack:
         servers = {
-            label: stack.enter_context(ServerProcess(REFERENCE, max_sessions=most + 8, source_tree=tree))
-            for label, tree in trees.items()
+            label: stack.enter_context(
+                ServerProcess(REFERENCE, max_sessions=most + 8, extra=served.flags, source_tree=served.tree)
+            )
+            for label, served in trees.items()
         }
         command = [sys.executable, "-m", "envhub.bench.ws_echo"]
         baseline = stack.enter_context(PortFileProcess(lambda port_file: [*command, port_file]))
@@ -379,14 +405,14 @@ def run_percall_bench(settings: PercallSettings) -> dict[str, Any]:
         results.update(asyncio.run(_compare(settings, servers, baseline, floors)))
     if settings.environment:
         results["environment_ratio"] = {}
-        for label, tree in trees.items():
+        for label, served in trees.items():
             print(f"{settings.environment} ({label}): served / in-process unary step latency...", flush=True)
-            results["environment_ratio"][label] = served_ratio(settings.environment, tree)
+            results["environment_ratio"][label] = served_ratio(settings.environment, served)
             print(f"  {results['environment_ratio'][label]}", flush=True)
     if settings.front_profile:
-        for label, tree in trees.items():
+        for label, served in trees.items():
             print(f"profiling the front ({label}, cProfile) under 64 sessions of unary steps...", flush=True)
-            report = front_profile(tree)
+            report = front_profile(served)
             suffix = "" if label == "envhub" else f"-{label}"
             (out / f"envhub-bench-percall-profile{suffix}.txt").write_text(report)
             print(report, flush=True)
@@ -415,6 +441,7 @@ def _markdown(results: dict[str, Any]) -> str:
         "",
         "Modes: `envhub_*` this tree's server"
         + (f", `before_*` the server of `{settings['before_tree']}`" if settings["before_tree"] else "")
+        + (", `asyncio_*` this tree's server on asyncio's own event loop" if settings.get("asyncio_loop") else "")
         + "; `_unary` one Step call per step, `_stream` one SessionStream for all sessions, `_coalesced` unary "
         "steps through `AsyncEnvhubClient.coalesced()` (the steps of one loop turn as one StepBatch), `_batch` one "
         "StepBatch of every session per call (lock-step, not like for like); `websocket` the baseline "
@@ -445,6 +472,12 @@ def _markdown(results: dict[str, Any]) -> str:
             f"SessionStream and coalesced / unary steps/s at {count} sessions: "
             + ", ".join(f"{k} {v:.2f}x" for k, v in pairs)
         )
+        on_asyncio = [(key, value) for key, value in block["ratios"].items() if key.endswith("_to_asyncio")]
+        if on_asyncio:
+            lines.append(
+                f"This tree's server on its default loop / on asyncio's, steps/s at {count} sessions: "
+                + ", ".join(f"{k} {v:.2f}x" for k, v in on_asyncio)
+            )
     for label, ratio in results.get("environment_ratio", {}).items():
         lines += [
             "",
