@@ -13,12 +13,15 @@ the synchronous server with a thread pool, driven by the same client loop as env
 round runs every mode in turn (interleaved, so they share the load of a shared machine); figures are
 medians over rounds, ratios medians of per-round ratios. Single-session p50/p99 alternate envhub and the
 baseline step by step. With `front_profile`, one more server of each tree and one bare grpc.aio server run
-under cProfile while 64 sessions step by unary calls, and their profiles (top functions, time by package)
-are written beside the results. With an
-`environment` (e.g. alfworld), that environment's served/in-process step latency ratio is measured too.
+under cProfile while 64 sessions step by unary calls (and this tree's once more while they step on one
+SessionStream), and their profiles (top functions, time by package) are written beside the results. With
+`asyncio_loop`, this tree's server also runs on asyncio's own event loop beside its default (uvloop where
+installed). With an `environment` (e.g. alfworld), that environment's served/in-process step latency ratio is
+measured too.
 
-Writes `<out>/envhub-bench-percall.json`, `.md` and (with the profiles) `-profile.txt`, `-profile-before.txt`
-(with a before tree) and `-profile-grpc-aio.txt`.
+Writes `<out>/envhub-bench-percall.json`, `.md` and (with the profiles) `-profile.txt`, `-profile-stream.txt`,
+`-profile-before.txt` (with a before tree), `-profile-asyncio.txt` (with `asyncio_loop`) and
+`-profile-grpc-aio.txt`.
 """
 
 from __future__ import annotations
@@ -281,17 +284,18 @@ def _brief(figures: dict[str, float]) -> str:
     )
 
 
-def front_profile(served: Served = Served(), sessions: int = 64, seconds: float = 8.0) -> str:
-    """Profile envhub's front process (cProfile, CPU time) while `sessions` sessions step by unary calls;
-    returns the report."""
+def front_profile(served: Served = Served(), sessions: int = 64, seconds: float = 8.0, stream: bool = False) -> str:
+    """Profile envhub's front process (cProfile, CPU time) while `sessions` sessions step by unary calls (with
+    `stream`, on one SessionStream); returns the report."""
     with tempfile.TemporaryDirectory(prefix="envhub-percall-") as folder:
         stats_file = str(Path(folder) / "front.pstats")
         profiled = ("-m", "envhub.bench.profiled", stats_file)
         with ServerProcess(
             REFERENCE, max_sessions=sessions + 8, extra=served.flags, python_args=profiled, source_tree=served.tree
         ) as s:
-            steps = asyncio.run(_profiled_steps(s, sessions, seconds, create=True))
-        return _profile_report(pstats.Stats(stats_file), steps, sessions, "envhub's front process")
+            steps = asyncio.run(_profiled_steps(s, sessions, seconds, create=True, stream=stream))
+        how = "steps on one SessionStream" if stream else "unary calls"
+        return _profile_report(pstats.Stats(stats_file), steps, sessions, "envhub's front process", how)
 
 
 def floor_profile(sessions: int = 64, seconds: float = 8.0) -> str:
@@ -301,13 +305,18 @@ def floor_profile(sessions: int = 64, seconds: float = 8.0) -> str:
         line = [sys.executable, "-m", "envhub.bench.profiled", stats_file, "-m", "envhub.bench.grpc_echo", "aio"]
         with PortFileProcess(lambda port_file: [*line, port_file]) as server:
             steps = asyncio.run(_profiled_steps(server, sessions, seconds, create=False))
-        return _profile_report(pstats.Stats(stats_file), steps, sessions, "the bare grpc.aio server (grpc_echo aio)")
+        what = "the bare grpc.aio server (grpc_echo aio)"
+        return _profile_report(pstats.Stats(stats_file), steps, sessions, what, "unary calls")
 
 
-async def _profiled_steps(server: PortFileProcess, sessions: int, seconds: float, create: bool) -> int:
-    """Unary steps of `sessions` sessions for `seconds`, the server's profile on (SIGUSR1) only meanwhile;
-    `create`: make (and then close) toy sessions, else name them (a bare server has none). Returns the steps."""
-    async with AsyncEnvhubClient(server.target) as client:
+async def _profiled_steps(
+    server: PortFileProcess, sessions: int, seconds: float, create: bool, stream: bool = False
+) -> int:
+    """Unary steps (with `stream`: on one SessionStream) of `sessions` sessions for `seconds`, the server's
+    profile on (SIGUSR1) only meanwhile; `create`: make (and then close) toy sessions, else name them (a bare
+    server has none). Returns the steps."""
+    async with AsyncEnvhubClient(server.target) as unary, contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(unary.stream()) if stream else unary
         if create:
             starts = await asyncio.gather(
                 *(client.create_session(TOY, task=TASK, max_steps=10**9) for _ in range(sessions))
@@ -343,7 +352,7 @@ def _package(filename: str) -> str:
     return Path(filename).name
 
 
-def _profile_report(stats: pstats.Stats, steps: int, sessions: int, what: str) -> str:
+def _profile_report(stats: pstats.Stats, steps: int, sessions: int, what: str, how: str) -> str:
     table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(entry[2] for entry in table.values())
     by_package: dict[str, float] = {}
@@ -351,10 +360,10 @@ def _profile_report(stats: pstats.Stats, steps: int, sessions: int, what: str) -
         by_package[_package(filename)] = by_package.get(_package(filename), 0.0) + entry[2]
     lines = [
         f"cProfile (CPU time of the main thread) of {what} while {sessions} sessions stepped by "
-        f"unary calls: {steps} steps, {1000 * total / max(1, steps):.3f} ms of profiled CPU per step (cProfile "
+        f"{how}: {steps} steps, {1000 * total / max(1, steps):.3f} ms of profiled CPU per step (cProfile "
         "inflates it; the shares are what matters). C code (grpc's Cython core, protobuf, pickle) counts as the "
-        "own time of the Python-visible call that ran it: `Context.run` is asyncio running a callback, mostly "
-        "grpc.aio's Cython coroutines.",
+        "own time of the Python-visible call that ran it: `Context.run` is the event loop (asyncio's or uvloop's) "
+        "running a callback, mostly grpc.aio's Cython coroutines; uvloop's own C code shows under builtins.",
         "",
         "own time by package (share of the profiled total):",
     ]
@@ -416,6 +425,10 @@ def run_percall_bench(settings: PercallSettings) -> dict[str, Any]:
             suffix = "" if label == "envhub" else f"-{label}"
             (out / f"envhub-bench-percall-profile{suffix}.txt").write_text(report)
             print(report, flush=True)
+        print("profiling the front (envhub, cProfile) under 64 sessions of steps on one SessionStream...", flush=True)
+        report = front_profile(stream=True)
+        (out / "envhub-bench-percall-profile-stream.txt").write_text(report)
+        print(report, flush=True)
         print("profiling the bare grpc.aio server (cProfile) under 64 sessions of unary steps...", flush=True)
         report = floor_profile()
         (out / "envhub-bench-percall-profile-grpc-aio.txt").write_text(report)
