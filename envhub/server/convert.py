@@ -80,9 +80,16 @@ def observation_from_wire(message: pb.Observation) -> Observation:
 
 def step_result(step: SessionStep, admissible: Sequence[str] | None) -> pb.StepResult:
     """`SessionStep` -> wire `StepResult`."""
-    result = step.result
-    message = pb.StepResult(
-        reward=result.reward, terminated=result.terminated, truncated=step.truncated, won=result.won
-    )
-    _fill_observation(message.observation, result.observation, step.step_index, admissible)
+    message = pb.StepResult()
+    fill_step_result(message, step, admissible)
     return message
+
+
+def fill_step_result(message: pb.StepResult, step: SessionStep, admissible: Sequence[str] | None) -> None:
+    """Write `step` into `message` (a response's field) in place, with no copy."""
+    result = step.result
+    message.reward = result.reward
+    message.terminated = result.terminated
+    message.truncated = step.truncated
+    message.won = result.won
+    _fill_observation(message.observation, result.observation, step.step_index, admissible)
