@@ -193,6 +193,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="percall: also serve this tree on asyncio's own event loop (modes asyncio_*) beside its default loop",
     )
+    bench.add_argument(
+        "--client-loop",
+        default="asyncio",
+        help="percall: the event loop of the bench's client, every mode's and the baseline's: asyncio (default) "
+        "or uvloop",
+    )
     bench.add_argument("--kills", type=int, default=5, help="failover: replica kills timed per recovery mode")
     searchqa_cli.add_parser(sub)
     return parser
@@ -304,7 +310,11 @@ def _bench(args: argparse.Namespace) -> int:
 
         run_percall_bench(
             PercallSettings(
-                args.out, environment=args.env, before_tree=args.compare_tree, asyncio_loop=args.compare_loops
+                args.out,
+                environment=args.env,
+                before_tree=args.compare_tree,
+                asyncio_loop=args.compare_loops,
+                client_loop=args.client_loop,
             )
         )
         return 0

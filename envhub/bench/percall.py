@@ -46,6 +46,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from envhub.bench.grpc_echo import SYNC_THREADS
 from envhub.bench.procs import PortFileProcess, ServerProcess, cpu_s, tree_pids
 from envhub.client import AsyncEnvhubClient, EnvhubClient
+from envhub.server import loops
 from envhub.testing import REFERENCE
 
 TOY, TASK, ACTION = "toy", "train-count/0", "inc"
@@ -67,6 +68,9 @@ class PercallSettings:
     before_tree: str | None = None
     """Another source tree of envhub (e.g. `git archive` of an earlier commit): its server runs beside this
     one, its modes (`before_*`) interleaved with this tree's, every figure measured for both."""
+    client_loop: str = "asyncio"
+    """The event loop the bench's client (every mode's, the baseline's included) runs on: asyncio (default, as
+    in earlier runs) or uvloop (`envhub.server.loops`)."""
     asyncio_loop: bool = False
     """Also serve this tree on asyncio's own event loop (`--event-loop asyncio`, modes `asyncio_*`) beside its
     default (uvloop where installed), to tell the loop's share of a change from the rest."""
@@ -411,7 +415,7 @@ def run_percall_bench(settings: PercallSettings) -> dict[str, Any]:
         command = [sys.executable, "-m", "envhub.bench.ws_echo"]
         baseline = stack.enter_context(PortFileProcess(lambda port_file: [*command, port_file]))
         floors = {f"grpc_{kind}": stack.enter_context(_floor_server(kind)) for kind in ("aio", "sync")}
-        results.update(asyncio.run(_compare(settings, servers, baseline, floors)))
+        results.update(loops.run(lambda: _compare(settings, servers, baseline, floors), settings.client_loop))
     if settings.environment:
         results["environment_ratio"] = {}
         for label, served in trees.items():
@@ -502,9 +506,11 @@ def _markdown(results: dict[str, Any]) -> str:
         f"{GOALS}.",
         "",
         f"Medians of {settings['rounds']} interleaved rounds of {settings['phase_s']} s per mode on a shared "
-        f"{os.cpu_count()}-core machine (1-minute load average {results['load_average_at_start']:.1f} at the start, "
+        f"{os.cpu_count()}-core machine, the client on {settings.get('client_loop', 'asyncio')}'s event loop "
+        f"(1-minute load average {results['load_average_at_start']:.1f} at the start, "
         f"{results['load_average_at_end']:.1f} at the end); ratios are medians of per-round ratios. Regenerate with "
         "`envhub bench --profile percall` (`--env alfworld` adds its served/in-process ratio, `--compare-tree DIR` "
-        "a server from another checkout).",
+        "a server from another checkout, `--compare-loops` this tree's server on asyncio's loop, `--client-loop "
+        "uvloop` the client on uvloop).",
     ]
     return "\n".join(lines) + "\n"
