@@ -165,8 +165,10 @@ async def _envhub_modes(
     coalesced: AsyncEnvhubClient,
     server: ServerProcess,
     most: int,
+    pipelined: AsyncEnvhubClient | None = None,
 ) -> list[Mode]:
-    """Unary, SessionStream, coalesced and StepBatch modes over `most` sessions of the toy kind on `server`."""
+    """Unary, SessionStream, coalesced and StepBatch modes over `most` sessions of the toy kind on `server` (and
+    coalesced with two batches in flight, `_coalesced_depth2`, through `pipelined` when given)."""
     starts = await asyncio.gather(
         *(client.create_session(TOY, task=TASK, seed=seed, max_steps=10**9) for seed in range(most))
     )
@@ -190,12 +192,20 @@ async def _envhub_modes(
 
     front = server.process.pid
     workers = [pid for pid in tree_pids(front) if pid != front]
-    return [
+    modes = [
         Mode(f"{label}_unary", unary, front, workers),
         Mode(f"{label}_stream", streamed, front, workers),
         Mode(f"{label}_coalesced", coalesce, front, workers),
         Mode(f"{label}_batch", batch, front, workers, independent=False),
     ]
+    if pipelined is not None:
+
+        async def pipeline(index: int) -> int:
+            await pipelined.step(ids[index], ACTION)
+            return 1
+
+        modes.insert(3, Mode(f"{label}_coalesced_depth2", pipeline, front, workers))
+    return modes
 
 
 async def _floor_mode(name: str, server: PortFileProcess, stack: contextlib.AsyncExitStack) -> Mode:
@@ -222,7 +232,8 @@ async def _compare(
             client = await stack.enter_async_context(AsyncEnvhubClient(server.target))
             stream = await stack.enter_async_context(client.stream())
             coalesced = await stack.enter_async_context(client.coalesced())
-            modes += await _envhub_modes(label, client, stream, coalesced, server, most)
+            pipelined = await stack.enter_async_context(client.coalesced(depth=2)) if label == "envhub" else None
+            modes += await _envhub_modes(label, client, stream, coalesced, server, most, pipelined)
         for name, floor in floors.items():
             modes.append(await _floor_mode(name, floor, stack))
         sockets: list[ClientConnection] = [
@@ -267,7 +278,7 @@ def _summary(per_mode: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     ratios = {f"{name}_to_websocket": _ratio(values, measured["websocket"]) for name, values in measured.items()}
     del ratios["websocket_to_websocket"]
     for label in ("envhub", "before", "asyncio"):
-        for way in ("stream", "coalesced"):
+        for way in ("stream", "coalesced", "coalesced_depth2"):
             if f"{label}_{way}" in measured:
                 ratios[f"{label}_{way}_to_unary"] = _ratio(measured[f"{label}_{way}"], measured[f"{label}_unary"])
     for name, values in measured.items():
@@ -460,7 +471,8 @@ def _markdown(results: dict[str, Any]) -> str:
         + (f", `before_*` the server of `{settings['before_tree']}`" if settings["before_tree"] else "")
         + (", `asyncio_*` this tree's server on asyncio's own event loop" if settings.get("asyncio_loop") else "")
         + "; `_unary` one Step call per step, `_stream` one SessionStream for all sessions, `_coalesced` unary "
-        "steps through `AsyncEnvhubClient.coalesced()` (the steps of one loop turn as one StepBatch), `_batch` one "
+        "steps through `AsyncEnvhubClient.coalesced()` (the steps of one loop turn as one StepBatch; "
+        "`_coalesced_depth2`: `coalesced(depth=2)`, split so that two batches are in flight), `_batch` one "
         "StepBatch of every session per call (lock-step, not like for like); `websocket` the baseline "
         "(`envhub.bench.ws_echo`: one WebSocket connection per session, no framework, no workers); `grpc_aio` and "
         "`grpc_sync` the floor of a Python gRPC server (`envhub.bench.grpc_echo`: envhub's Step RPC with a trivial "
