@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
@@ -101,6 +100,12 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="restore snapshots of another version of an environment by replay verified against their digests "
         "(default; --no-cross-version-restore refuses them with SNAPSHOT_MISMATCH)",
     )
+    p.add_argument(
+        "--event-loop",
+        default="auto",
+        help="the front's event loop: auto (default) uvloop where installed, else asyncio's; uvloop; asyncio "
+        "(design note 025)",
+    )
     p.add_argument("--port-file", default=None, help="write the bound port here once serving (with --port 0)")
     p.add_argument("--replica-id", default="", help="prefix of session ids (default: random)")
     p.add_argument(
@@ -183,6 +188,17 @@ def _parser() -> argparse.ArgumentParser:
         help="percall: also serve from this envhub source tree (e.g. `git archive` of an earlier commit), its "
         "calls interleaved with this tree's",
     )
+    bench.add_argument(
+        "--compare-loops",
+        action="store_true",
+        help="percall: also serve this tree on asyncio's own event loop (modes asyncio_*) beside its default loop",
+    )
+    bench.add_argument(
+        "--client-loop",
+        default="asyncio",
+        help="percall: the event loop of the bench's client, every mode's and the baseline's: asyncio (default) "
+        "or uvloop",
+    )
     bench.add_argument("--kills", type=int, default=5, help="failover: replica kills timed per recovery mode")
     searchqa_cli.add_parser(sub)
     return parser
@@ -198,6 +214,7 @@ def _token(path: str | None) -> str | None:
 def _serve(args: argparse.Namespace) -> int:
     from envhub.server import serve
     from envhub.server.env_config import environment_config
+    from envhub.server.loops import loop_factory, run
     from envhub.server.tenants import load
 
     environments = tuple(args.env or [DEFAULT_ENV])
@@ -205,6 +222,7 @@ def _serve(args: argparse.Namespace) -> int:
         config = _server_config(args, environments, environment_config(environments, args.env_config, args.set))
         if config.tenants_file:
             load(config.tenants_file)
+        loop_factory(config.event_loop)  # uvloop asked for but not installed: say so before starting anything
     except ValueError as error:  # a bad --env, --env-config, --set, flag or tenants file: say which, no traceback
         logging.getLogger("envhub").error("cannot serve: %s", error)
         return 2
@@ -214,7 +232,7 @@ def _serve(args: argparse.Namespace) -> int:
         logging.getLogger("envhub").error("cannot serve: %s", error)
         return 2
     try:
-        asyncio.run(serve(config, port_file=args.port_file, tracer_provider=provider))
+        run(lambda: serve(config, port_file=args.port_file, tracer_provider=provider), config.event_loop)
     except EnvhubError as error:  # an environment failed to start: say why, without a traceback
         logging.getLogger("envhub").error("cannot serve: %s", error.message)
         return 1
@@ -252,6 +270,7 @@ def _server_config(
         snapshot_accept_key_files=tuple(args.snapshot_accept_key_file),
         replica_id=args.replica_id,
         cross_version_restore=args.cross_version_restore,
+        event_loop=args.event_loop,
     )
 
 
@@ -289,7 +308,15 @@ def _bench(args: argparse.Namespace) -> int:
     if args.profile == "percall":
         from envhub.bench.percall import PercallSettings, run_percall_bench
 
-        run_percall_bench(PercallSettings(args.out, environment=args.env, before_tree=args.compare_tree))
+        run_percall_bench(
+            PercallSettings(
+                args.out,
+                environment=args.env,
+                before_tree=args.compare_tree,
+                asyncio_loop=args.compare_loops,
+                client_loop=args.client_loop,
+            )
+        )
         return 0
     if args.profile == "ready":
         from envhub.bench.ready import ReadyBenchSettings, run_ready_bench

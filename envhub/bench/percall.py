@@ -13,12 +13,15 @@ the synchronous server with a thread pool, driven by the same client loop as env
 round runs every mode in turn (interleaved, so they share the load of a shared machine); figures are
 medians over rounds, ratios medians of per-round ratios. Single-session p50/p99 alternate envhub and the
 baseline step by step. With `front_profile`, one more server of each tree and one bare grpc.aio server run
-under cProfile while 64 sessions step by unary calls, and their profiles (top functions, time by package)
-are written beside the results. With an
-`environment` (e.g. alfworld), that environment's served/in-process step latency ratio is measured too.
+under cProfile while 64 sessions step by unary calls (and this tree's once more while they step on one
+SessionStream), and their profiles (top functions, time by package) are written beside the results. With
+`asyncio_loop`, this tree's server also runs on asyncio's own event loop beside its default (uvloop where
+installed). With an `environment` (e.g. alfworld), that environment's served/in-process step latency ratio is
+measured too.
 
-Writes `<out>/envhub-bench-percall.json`, `.md` and (with the profiles) `-profile.txt`, `-profile-before.txt`
-(with a before tree) and `-profile-grpc-aio.txt`.
+Writes `<out>/envhub-bench-percall.json`, `.md` and (with the profiles) `-profile.txt`, `-profile-stream.txt`,
+`-profile-before.txt` (with a before tree), `-profile-asyncio.txt` (with `asyncio_loop`) and
+`-profile-grpc-aio.txt`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from envhub.bench.grpc_echo import SYNC_THREADS
 from envhub.bench.procs import PortFileProcess, ServerProcess, cpu_s, tree_pids
 from envhub.client import AsyncEnvhubClient, EnvhubClient
+from envhub.server import loops
 from envhub.testing import REFERENCE
 
 TOY, TASK, ACTION = "toy", "train-count/0", "inc"
@@ -64,6 +68,30 @@ class PercallSettings:
     before_tree: str | None = None
     """Another source tree of envhub (e.g. `git archive` of an earlier commit): its server runs beside this
     one, its modes (`before_*`) interleaved with this tree's, every figure measured for both."""
+    client_loop: str = "asyncio"
+    """The event loop the bench's client (every mode's, the baseline's included) runs on: asyncio (default, as
+    in earlier runs) or uvloop (`envhub.server.loops`)."""
+    asyncio_loop: bool = False
+    """Also serve this tree on asyncio's own event loop (`--event-loop asyncio`, modes `asyncio_*`) beside its
+    default (uvloop where installed), to tell the loop's share of a change from the rest."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """One envhub server of the bench: the source tree it is imported from (None: this one) and its flags."""
+
+    tree: str | None = None
+    flags: tuple[str, ...] = ()
+
+
+def _served(settings: PercallSettings) -> dict[str, Served]:
+    """The envhub servers the bench runs, by label (the prefix of their modes' names)."""
+    servers = {"envhub": Served()}
+    if settings.before_tree:
+        servers["before"] = Served(settings.before_tree)
+    if settings.asyncio_loop:
+        servers["asyncio"] = Served(flags=("--event-loop", "asyncio"))
+    return servers
 
 
 StepAll = Callable[[int], Awaitable[int]]
@@ -137,8 +165,10 @@ async def _envhub_modes(
     coalesced: AsyncEnvhubClient,
     server: ServerProcess,
     most: int,
+    pipelined: AsyncEnvhubClient | None = None,
 ) -> list[Mode]:
-    """Unary, SessionStream, coalesced and StepBatch modes over `most` sessions of the toy kind on `server`."""
+    """Unary, SessionStream, coalesced and StepBatch modes over `most` sessions of the toy kind on `server` (and
+    coalesced with two batches in flight, `_coalesced_depth2`, through `pipelined` when given)."""
     starts = await asyncio.gather(
         *(client.create_session(TOY, task=TASK, seed=seed, max_steps=10**9) for seed in range(most))
     )
@@ -162,12 +192,20 @@ async def _envhub_modes(
 
     front = server.process.pid
     workers = [pid for pid in tree_pids(front) if pid != front]
-    return [
+    modes = [
         Mode(f"{label}_unary", unary, front, workers),
         Mode(f"{label}_stream", streamed, front, workers),
         Mode(f"{label}_coalesced", coalesce, front, workers),
         Mode(f"{label}_batch", batch, front, workers, independent=False),
     ]
+    if pipelined is not None:
+
+        async def pipeline(index: int) -> int:
+            await pipelined.step(ids[index], ACTION)
+            return 1
+
+        modes.insert(3, Mode(f"{label}_coalesced_depth2", pipeline, front, workers))
+    return modes
 
 
 async def _floor_mode(name: str, server: PortFileProcess, stack: contextlib.AsyncExitStack) -> Mode:
@@ -194,7 +232,8 @@ async def _compare(
             client = await stack.enter_async_context(AsyncEnvhubClient(server.target))
             stream = await stack.enter_async_context(client.stream())
             coalesced = await stack.enter_async_context(client.coalesced())
-            modes += await _envhub_modes(label, client, stream, coalesced, server, most)
+            pipelined = await stack.enter_async_context(client.coalesced(depth=2)) if label == "envhub" else None
+            modes += await _envhub_modes(label, client, stream, coalesced, server, most, pipelined)
         for name, floor in floors.items():
             modes.append(await _floor_mode(name, floor, stack))
         sockets: list[ClientConnection] = [
@@ -238,13 +277,14 @@ def _summary(per_mode: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     measured = {name: values for name, values in per_mode.items() if values}
     ratios = {f"{name}_to_websocket": _ratio(values, measured["websocket"]) for name, values in measured.items()}
     del ratios["websocket_to_websocket"]
-    for label in ("envhub", "before"):
-        for way in ("stream", "coalesced"):
+    for label in ("envhub", "before", "asyncio"):
+        for way in ("stream", "coalesced", "coalesced_depth2"):
             if f"{label}_{way}" in measured:
                 ratios[f"{label}_{way}_to_unary"] = _ratio(measured[f"{label}_{way}"], measured[f"{label}_unary"])
     for name, values in measured.items():
-        if name.startswith("envhub_") and f"before_{name[7:]}" in measured:
-            ratios[f"{name}_to_before"] = _ratio(values, measured[f"before_{name[7:]}"])
+        for other in ("before", "asyncio"):
+            if name.startswith("envhub_") and f"{other}_{name[7:]}" in measured:
+                ratios[f"{name}_to_{other}"] = _ratio(values, measured[f"{other}_{name[7:]}"])
     return {
         "medians": {name: _medians(values) for name, values in measured.items()},
         "ratios": ratios,
@@ -259,15 +299,18 @@ def _brief(figures: dict[str, float]) -> str:
     )
 
 
-def front_profile(source_tree: str | None = None, sessions: int = 64, seconds: float = 8.0) -> str:
-    """Profile envhub's front process (cProfile, CPU time) while `sessions` sessions step by unary calls;
-    returns the report."""
+def front_profile(served: Served = Served(), sessions: int = 64, seconds: float = 8.0, stream: bool = False) -> str:
+    """Profile envhub's front process (cProfile, CPU time) while `sessions` sessions step by unary calls (with
+    `stream`, on one SessionStream); returns the report."""
     with tempfile.TemporaryDirectory(prefix="envhub-percall-") as folder:
         stats_file = str(Path(folder) / "front.pstats")
         profiled = ("-m", "envhub.bench.profiled", stats_file)
-        with ServerProcess(REFERENCE, max_sessions=sessions + 8, python_args=profiled, source_tree=source_tree) as s:
-            steps = asyncio.run(_profiled_steps(s, sessions, seconds, create=True))
-        return _profile_report(pstats.Stats(stats_file), steps, sessions, "envhub's front process")
+        with ServerProcess(
+            REFERENCE, max_sessions=sessions + 8, extra=served.flags, python_args=profiled, source_tree=served.tree
+        ) as s:
+            steps = asyncio.run(_profiled_steps(s, sessions, seconds, create=True, stream=stream))
+        how = "steps on one SessionStream" if stream else "unary calls"
+        return _profile_report(pstats.Stats(stats_file), steps, sessions, "envhub's front process", how)
 
 
 def floor_profile(sessions: int = 64, seconds: float = 8.0) -> str:
@@ -277,13 +320,18 @@ def floor_profile(sessions: int = 64, seconds: float = 8.0) -> str:
         line = [sys.executable, "-m", "envhub.bench.profiled", stats_file, "-m", "envhub.bench.grpc_echo", "aio"]
         with PortFileProcess(lambda port_file: [*line, port_file]) as server:
             steps = asyncio.run(_profiled_steps(server, sessions, seconds, create=False))
-        return _profile_report(pstats.Stats(stats_file), steps, sessions, "the bare grpc.aio server (grpc_echo aio)")
+        what = "the bare grpc.aio server (grpc_echo aio)"
+        return _profile_report(pstats.Stats(stats_file), steps, sessions, what, "unary calls")
 
 
-async def _profiled_steps(server: PortFileProcess, sessions: int, seconds: float, create: bool) -> int:
-    """Unary steps of `sessions` sessions for `seconds`, the server's profile on (SIGUSR1) only meanwhile;
-    `create`: make (and then close) toy sessions, else name them (a bare server has none). Returns the steps."""
-    async with AsyncEnvhubClient(server.target) as client:
+async def _profiled_steps(
+    server: PortFileProcess, sessions: int, seconds: float, create: bool, stream: bool = False
+) -> int:
+    """Unary steps (with `stream`: on one SessionStream) of `sessions` sessions for `seconds`, the server's
+    profile on (SIGUSR1) only meanwhile; `create`: make (and then close) toy sessions, else name them (a bare
+    server has none). Returns the steps."""
+    async with AsyncEnvhubClient(server.target) as unary, contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(unary.stream()) if stream else unary
         if create:
             starts = await asyncio.gather(
                 *(client.create_session(TOY, task=TASK, max_steps=10**9) for _ in range(sessions))
@@ -319,7 +367,7 @@ def _package(filename: str) -> str:
     return Path(filename).name
 
 
-def _profile_report(stats: pstats.Stats, steps: int, sessions: int, what: str) -> str:
+def _profile_report(stats: pstats.Stats, steps: int, sessions: int, what: str, how: str) -> str:
     table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(entry[2] for entry in table.values())
     by_package: dict[str, float] = {}
@@ -327,10 +375,10 @@ def _profile_report(stats: pstats.Stats, steps: int, sessions: int, what: str) -
         by_package[_package(filename)] = by_package.get(_package(filename), 0.0) + entry[2]
     lines = [
         f"cProfile (CPU time of the main thread) of {what} while {sessions} sessions stepped by "
-        f"unary calls: {steps} steps, {1000 * total / max(1, steps):.3f} ms of profiled CPU per step (cProfile "
+        f"{how}: {steps} steps, {1000 * total / max(1, steps):.3f} ms of profiled CPU per step (cProfile "
         "inflates it; the shares are what matters). C code (grpc's Cython core, protobuf, pickle) counts as the "
-        "own time of the Python-visible call that ran it: `Context.run` is asyncio running a callback, mostly "
-        "grpc.aio's Cython coroutines.",
+        "own time of the Python-visible call that ran it: `Context.run` is the event loop (asyncio's or uvloop's) "
+        "running a callback, mostly grpc.aio's Cython coroutines; uvloop's own C code shows under builtins.",
         "",
         "own time by package (share of the profiled total):",
     ]
@@ -344,13 +392,13 @@ def _profile_report(stats: pstats.Stats, steps: int, sessions: int, what: str) -
     return "\n".join(lines) + "\n"
 
 
-def served_ratio(environment: str, source_tree: str | None = None, steps: int = 200) -> dict[str, Any]:
+def served_ratio(environment: str, served: Served = Served(), steps: int = 200) -> dict[str, Any]:
     """`environment`'s served / in-process unary step latency at p50 (the serving bench's measurement)."""
     from envhub.bench.run import PROFILES, BenchSettings, step_latency
 
     profile = PROFILES[environment]
     settings = BenchSettings(environment, None, "", steps=steps)
-    server_process = ServerProcess(environment, workers=1, source_tree=source_tree)
+    server_process = ServerProcess(environment, workers=1, extra=served.flags, source_tree=served.tree)
     with server_process as server, EnvhubClient(server.target) as client:
         local, remote = step_latency(client, settings, profile, profile.task_id)
     return {"in_process": local, "grpc": remote, "ratio_p50": remote["p50_ms"] / local["p50_ms"]}
@@ -367,29 +415,35 @@ def run_percall_bench(settings: PercallSettings) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"settings": vars(settings), "load_average_at_start": os.getloadavg()[0]}
     most = max(settings.sessions)
-    trees = {"envhub": None, **({"before": settings.before_tree} if settings.before_tree else {})}
+    trees = _served(settings)
     with contextlib.ExitStack() as stack:
         servers = {
-            label: stack.enter_context(ServerProcess(REFERENCE, max_sessions=most + 8, source_tree=tree))
-            for label, tree in trees.items()
+            label: stack.enter_context(
+                ServerProcess(REFERENCE, max_sessions=most + 8, extra=served.flags, source_tree=served.tree)
+            )
+            for label, served in trees.items()
         }
         command = [sys.executable, "-m", "envhub.bench.ws_echo"]
         baseline = stack.enter_context(PortFileProcess(lambda port_file: [*command, port_file]))
         floors = {f"grpc_{kind}": stack.enter_context(_floor_server(kind)) for kind in ("aio", "sync")}
-        results.update(asyncio.run(_compare(settings, servers, baseline, floors)))
+        results.update(loops.run(lambda: _compare(settings, servers, baseline, floors), settings.client_loop))
     if settings.environment:
         results["environment_ratio"] = {}
-        for label, tree in trees.items():
+        for label, served in trees.items():
             print(f"{settings.environment} ({label}): served / in-process unary step latency...", flush=True)
-            results["environment_ratio"][label] = served_ratio(settings.environment, tree)
+            results["environment_ratio"][label] = served_ratio(settings.environment, served)
             print(f"  {results['environment_ratio'][label]}", flush=True)
     if settings.front_profile:
-        for label, tree in trees.items():
+        for label, served in trees.items():
             print(f"profiling the front ({label}, cProfile) under 64 sessions of unary steps...", flush=True)
-            report = front_profile(tree)
+            report = front_profile(served)
             suffix = "" if label == "envhub" else f"-{label}"
             (out / f"envhub-bench-percall-profile{suffix}.txt").write_text(report)
             print(report, flush=True)
+        print("profiling the front (envhub, cProfile) under 64 sessions of steps on one SessionStream...", flush=True)
+        report = front_profile(stream=True)
+        (out / "envhub-bench-percall-profile-stream.txt").write_text(report)
+        print(report, flush=True)
         print("profiling the bare grpc.aio server (cProfile) under 64 sessions of unary steps...", flush=True)
         report = floor_profile()
         (out / "envhub-bench-percall-profile-grpc-aio.txt").write_text(report)
@@ -415,8 +469,10 @@ def _markdown(results: dict[str, Any]) -> str:
         "",
         "Modes: `envhub_*` this tree's server"
         + (f", `before_*` the server of `{settings['before_tree']}`" if settings["before_tree"] else "")
+        + (", `asyncio_*` this tree's server on asyncio's own event loop" if settings.get("asyncio_loop") else "")
         + "; `_unary` one Step call per step, `_stream` one SessionStream for all sessions, `_coalesced` unary "
-        "steps through `AsyncEnvhubClient.coalesced()` (the steps of one loop turn as one StepBatch), `_batch` one "
+        "steps through `AsyncEnvhubClient.coalesced()` (the steps of one loop turn as one StepBatch; "
+        "`_coalesced_depth2`: `coalesced(depth=2)`, split so that two batches are in flight), `_batch` one "
         "StepBatch of every session per call (lock-step, not like for like); `websocket` the baseline "
         "(`envhub.bench.ws_echo`: one WebSocket connection per session, no framework, no workers); `grpc_aio` and "
         "`grpc_sync` the floor of a Python gRPC server (`envhub.bench.grpc_echo`: envhub's Step RPC with a trivial "
@@ -445,6 +501,12 @@ def _markdown(results: dict[str, Any]) -> str:
             f"SessionStream and coalesced / unary steps/s at {count} sessions: "
             + ", ".join(f"{k} {v:.2f}x" for k, v in pairs)
         )
+        on_asyncio = [(key, value) for key, value in block["ratios"].items() if key.endswith("_to_asyncio")]
+        if on_asyncio:
+            lines.append(
+                f"This tree's server on its default loop / on asyncio's, steps/s at {count} sessions: "
+                + ", ".join(f"{k} {v:.2f}x" for k, v in on_asyncio)
+            )
     for label, ratio in results.get("environment_ratio", {}).items():
         lines += [
             "",
@@ -456,9 +518,11 @@ def _markdown(results: dict[str, Any]) -> str:
         f"{GOALS}.",
         "",
         f"Medians of {settings['rounds']} interleaved rounds of {settings['phase_s']} s per mode on a shared "
-        f"{os.cpu_count()}-core machine (1-minute load average {results['load_average_at_start']:.1f} at the start, "
+        f"{os.cpu_count()}-core machine, the client on {settings.get('client_loop', 'asyncio')}'s event loop "
+        f"(1-minute load average {results['load_average_at_start']:.1f} at the start, "
         f"{results['load_average_at_end']:.1f} at the end); ratios are medians of per-round ratios. Regenerate with "
         "`envhub bench --profile percall` (`--env alfworld` adds its served/in-process ratio, `--compare-tree DIR` "
-        "a server from another checkout).",
+        "a server from another checkout, `--compare-loops` this tree's server on asyncio's loop, `--client-loop "
+        "uvloop` the client on uvloop).",
     ]
     return "\n".join(lines) + "\n"

@@ -73,11 +73,14 @@ class AsyncEnvhubClient:
             raise TypeError("stream() needs a client over one server (AioChannelTransport) or with failover")
         return AsyncEnvhubClient(StreamTransport(self.transport, timeout))
 
-    def coalesced(self, policy: RetryPolicy = DEFAULT_POLICY, max_batch: int = MAX_BATCH) -> AsyncEnvhubClient:
+    def coalesced(
+        self, policy: RetryPolicy = DEFAULT_POLICY, max_batch: int = MAX_BATCH, depth: int = 1
+    ) -> AsyncEnvhubClient:
         """A client whose steps sent in one loop turn go as one StepBatch over this client's transport (see
         `envhub.client.coalesce`): `async with client.coalesced() as steps: ...`; `policy` decides which
-        failed entries are sent again alone."""
-        return AsyncEnvhubClient(CoalescingTransport(self.transport, policy, max_batch))
+        failed entries are sent again alone; `depth` > 1 splits a turn's steps so that about that many batches
+        are in flight at once."""
+        return AsyncEnvhubClient(CoalescingTransport(self.transport, policy, max_batch, depth))
 
     async def close(self, cancel: bool = False) -> None:
         """Close the connection (for a stream: half-close and wait for answers; `cancel` drops them)."""

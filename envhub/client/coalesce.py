@@ -5,7 +5,9 @@ adapters, one agent per session) each await `client.step(...)` on its own. Throu
 such step is one Step RPC, and a Python gRPC front spends most of its CPU per call, not per step
 (docs/design/025-per-call-cost.md). Through this transport the steps sent during one turn of the event
 loop are held until the next turn and go as one `StepBatch` (at most `max_batch` steps each, one batch
-per distinct timeout); every caller gets its own step's answer or error, as its unary `Step` would:
+per distinct timeout; with `depth` over 1, split so that about `depth` batches are in flight at once, which
+lets the client, the server's front and its workers work on different batches at the same time instead of
+in lock-step); every caller gets its own step's answer or error, as its unary `Step` would:
 
 * **Exactly once**: each step keeps its own `request_id` inside the batch, and the batch is a KEYED
   call, so a batch whose reply was lost is resent whole by the inner transport and every step is still
@@ -47,9 +49,19 @@ _Waiting = list[tuple[calls.Call[Any], "asyncio.Future[Message]"]]
 class CoalescingTransport:
     """Steps sent in one loop turn go as one StepBatch over `inner`; every other call passes through."""
 
-    def __init__(self, inner: AsyncTransport, policy: RetryPolicy = DEFAULT_POLICY, max_batch: int = MAX_BATCH) -> None:
+    def __init__(
+        self, inner: AsyncTransport, policy: RetryPolicy = DEFAULT_POLICY, max_batch: int = MAX_BATCH, depth: int = 1
+    ) -> None:
         if not 1 <= max_batch <= MAX_BATCH:
             raise ValueError(f"max_batch must be between 1 and {MAX_BATCH}, not {max_batch}")
+        if depth < 1:
+            raise ValueError(f"depth must be at least 1, not {depth}")
+        self._depth = depth
+        self._in_flight = 0
+        """Steps in batches sent and not answered yet."""
+        self._answered: set[str] = set()
+        """Sessions of the steps answered since the last flush: their callers may be about to step again, so they
+        count as stepping until the next flush (else a turn's batches would shrink turn after turn)."""
         self._inner = inner
         self._policy = policy
         self._max_batch = max_batch
@@ -73,10 +85,36 @@ class CoalescingTransport:
         """Send every waiting step (the next loop turn after the first of them was sent)."""
         self._flush_due = False
         waiting, self._waiting = self._waiting, {}
-        for entries in waiting.values():
-            live = [(call, future) for call, future in entries if not future.done()]  # not a cancelled caller's
-            for start in range(0, len(live), self._max_batch):
-                self._spawn(self._send_batch(live[start : start + self._max_batch]))
+        batches = [
+            batch
+            for entries in waiting.values()
+            for batch in self._split([(call, future) for call, future in entries if not future.done()])
+        ]  # not a cancelled caller's
+        self._answered.clear()
+        for batch in batches:
+            self._in_flight += len(batch)
+            self._spawn(self._send_batch(batch))
+
+    def _split(self, live: _Waiting) -> list[_Waiting]:
+        """One turn's steps in batches: of at most `max_batch` steps, and with a `depth` over 1, of about the
+        steps in flight and waiting over `depth`, so that that many batches are in flight at once; the steps of
+        one session stay in one batch (up to `max_batch`), which applies them in order."""
+        if self._depth == 1 and len(live) <= self._max_batch:
+            return [live]
+        stepping = len(live) + self._in_flight + len(self._answered - {call.session_id for call, _ in live})
+        size = min(self._max_batch, max(1, -(-stepping // self._depth)))
+        if size >= len(live):
+            return [live]
+        batches: list[_Waiting] = []
+        of_session: dict[str, _Waiting] = {}
+        for entry in live:
+            batch = of_session.get(entry[0].session_id)
+            if batch is None or len(batch) >= self._max_batch:
+                if not batches or len(batches[-1]) >= size:
+                    batches.append([])
+                batch = of_session[entry[0].session_id] = batches[-1]
+            batch.append(entry)
+        return batches
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)
@@ -86,7 +124,11 @@ class CoalescingTransport:
     async def _send_batch(self, entries: _Waiting) -> None:
         parts = [call for call, _ in entries]
         try:
-            response = await self._inner.send(calls.batch(parts, return_errors=True, timeout=parts[0].timeout))
+            try:
+                response = await self._inner.send(calls.batch(parts, return_errors=True, timeout=parts[0].timeout))
+            finally:
+                self._in_flight -= len(entries)
+                self._answered.update(call.session_id for call in parts)
         except asyncio.CancelledError:  # closed with `cancel`: its callers are cancelled too
             for _, future in entries:
                 future.cancel()

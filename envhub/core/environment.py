@@ -6,7 +6,8 @@ Two classes, kept as small as gymnasium's:
   task set, declares capabilities, and makes `Environment` instances. A server builds one
   kind object per worker process, so a kind may hold per-process resources (a JVM).
 * `Environment`: one live instance playing one task. It need not be thread-safe: the
-  server calls it from one thread of the worker process that owns it.
+  worker process that owns it never calls it from two threads at once (though not always
+  from the same thread: its reading thread applies a step itself when its serving thread is idle).
 
 Step limits, action logs, replay verification and snapshots are not the environment's
 job: `envhub.core.session.Session` does them once for every environment.
@@ -152,7 +153,7 @@ class EnvironmentKind(abc.ABC):
     """True when sessions may be started (`Session.start`, `reset`, `restore`, `fork`) on one thread while other
     sessions of the same kind instance step, answer admissible or expert actions and snapshot on another: the
     worker then applies starts on their own thread, off the step path (design note 031). Only for kinds whose
-    shared state (caches, native libraries) is safe so; False applies every operation on one thread."""
+    shared state (caches, native libraries) is safe so; False applies one operation at a time."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:

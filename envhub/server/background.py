@@ -11,13 +11,14 @@ from typing import Any
 
 from envhub.server.app import EnvhubServer, create_server
 from envhub.server.config import ServerConfig
+from envhub.server.loops import loop_factory
 
 
 class BackgroundServer:
     """A server started in a background thread; use as a context manager or call `stop()`."""
 
     def __init__(self, config: ServerConfig, *, tracer_provider: Any | None = None) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = loop_factory(config.event_loop)()
         self._thread = threading.Thread(target=self._loop.run_forever, name="envhub-server", daemon=True)
         self._thread.start()
         try:

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from envhub.server.loops import EVENT_LOOPS
+
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -71,6 +73,9 @@ class ServerConfig:
     compare (`envhub bench --profile slo`) and as a way back."""
     replica_id: str = ""
     """Prefix of this server's session ids; empty picks a random one."""
+    event_loop: str = "auto"
+    """The front's event loop (`envhub.server.loops`): `auto` (default) uvloop where installed, else asyncio's;
+    `uvloop`; `asyncio`. uvloop's loop is C, asyncio's Python: design note 025 measures both per call."""
 
     def __post_init__(self) -> None:
         if not self.environments:
@@ -92,3 +97,5 @@ class ServerConfig:
             raise ValueError(f"configuration given for environment(s) not served: {stray}")
         if "." in self.replica_id:
             raise ValueError(f"a replica id may not contain '.': {self.replica_id!r}")
+        if self.event_loop not in EVENT_LOOPS:
+            raise ValueError(f"unknown event loop {self.event_loop!r}: one of {', '.join(EVENT_LOOPS)}")

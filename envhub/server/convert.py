@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import json_format
 
 from envhub.core.environment import Observation, TaskSpec
 from envhub.core.session import SessionStep
@@ -47,18 +47,25 @@ def environment_info(catalog: KindCatalog) -> pb.EnvironmentInfo:
 
 def observation(obs: Observation, step_index: int, admissible: Sequence[str] | None = None) -> pb.Observation:
     """`Observation` (+ step index and optional admissible actions) -> wire `Observation`."""
-    info = struct_pb2.Struct()
+    message = pb.Observation()
+    _fill_observation(message, obs, step_index, admissible)
+    return message
+
+
+def _fill_observation(
+    message: pb.Observation, obs: Observation, step_index: int, admissible: Sequence[str] | None
+) -> None:
+    """Write `observation`'s fields into `message` in place (a message built and then passed to its parent's
+    constructor is copied once more, on every step)."""
+    message.text = obs.text
+    message.task_description = obs.task_description
+    message.score = obs.score
+    message.step_index = step_index
+    if admissible is not None:
+        message.admissible_actions.extend(admissible)
+        message.has_admissible_actions = True
     if obs.info:
-        info.update(dict(obs.info))
-    return pb.Observation(
-        text=obs.text,
-        task_description=obs.task_description,
-        admissible_actions=list(admissible or ()),
-        has_admissible_actions=admissible is not None,
-        score=obs.score,
-        step_index=step_index,
-        info=info,
-    )
+        message.info.update(dict(obs.info))
 
 
 def observation_from_wire(message: pb.Observation) -> Observation:
@@ -73,11 +80,16 @@ def observation_from_wire(message: pb.Observation) -> Observation:
 
 def step_result(step: SessionStep, admissible: Sequence[str] | None) -> pb.StepResult:
     """`SessionStep` -> wire `StepResult`."""
+    message = pb.StepResult()
+    fill_step_result(message, step, admissible)
+    return message
+
+
+def fill_step_result(message: pb.StepResult, step: SessionStep, admissible: Sequence[str] | None) -> None:
+    """Write `step` into `message` (a response's field) in place, with no copy."""
     result = step.result
-    return pb.StepResult(
-        observation=observation(result.observation, step.step_index, admissible),
-        reward=result.reward,
-        terminated=result.terminated,
-        truncated=step.truncated,
-        won=result.won,
-    )
+    message.reward = result.reward
+    message.terminated = result.terminated
+    message.truncated = step.truncated
+    message.won = result.won
+    _fill_observation(message.observation, result.observation, step.step_index, admissible)

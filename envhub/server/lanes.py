@@ -7,7 +7,10 @@ then many times its median. `Lanes` keeps the slow operations in their own lane.
 
 Served by one thread (`get`), the quick lane goes first, so a step waits for at most the one slow
 operation already running; so that a steady stream of steps cannot starve session starts, the
-oldest slow operation goes next once `slow_after` steps were served while it waited.
+oldest slow operation goes next once `slow_after` steps were served while it waited. A quick
+operation that finds both lanes empty and nothing being applied is applied by the reading thread
+itself (`take_now`), with no hand-off to the serving thread (two thread switches per step, a third
+of a trivial step's worker CPU; design note 025); the serving thread takes nothing meanwhile.
 
 With a start thread (a kind with `EnvironmentKind.concurrent_starts`; design note 031), only the
 slow lane is used (`put_slow`, `get_slow`): the reading thread applies every quick operation itself
@@ -69,6 +72,10 @@ class Lanes:
         self._unfinished_slow: Counter[str] = Counter()
         """Per session: slow-lane items queued or being applied."""
         self._closed = False
+        self._taken = 0
+        """Items taken (`get`, `get_slow`, `take_now`) and not `done` yet."""
+        self._inline = False
+        """The reading thread applies an item it took with `take_now`: `get` waits for its `done`."""
         self._ready = threading.Condition()
 
     def put(self, item: Item) -> None:
@@ -94,9 +101,25 @@ class Lanes:
         self._ready.notify_all()
         return True
 
-    def done(self, item: Item) -> None:
-        """`item` (taken with a `get`) was applied: operations of its sessions may now be taken past it."""
+    def take_now(self, item: Item) -> bool:
+        """Whether the reading thread may apply quick `item` itself now: both lanes are empty and nothing is being
+        applied (so it keeps arrival order). If so, `get` gives nothing until `done(item)`. Not with a start thread
+        (which applies slow items beside the quick ones)."""
         with self._ready:
+            if self._taken or self._quick or self._slow or self._closed or isinstance(item[1], SLOW_OPS):
+                return False
+            self._taken, self._inline = 1, True
+            return True
+
+    def done(self, item: Item) -> None:
+        """`item` (taken with `get`, `get_slow` or `take_now`) was applied: operations of its sessions may now be
+        taken past it."""
+        with self._ready:
+            self._taken = max(0, self._taken - 1)
+            if self._inline:
+                self._inline = False
+                if self._quick or self._slow or self._closed:  # else no getter has anything to wake for
+                    self._ready.notify_all()
             if item[0] in self._slow_calls:
                 self._slow_calls.discard(item[0])
                 _forget(self._unfinished_slow, sessions_of(item[1]))
@@ -113,21 +136,26 @@ class Lanes:
         For one serving thread only: a slow item's sessions may still have quick items being applied elsewhere.
         """
         with self._ready:
-            while not (self._quick or self._slow or self._closed):
+            while self._inline or not (self._quick or self._slow or self._closed):
                 self._ready.wait()
             if self._quick and not (self._slow and self._passed >= self._slow_after):
                 item = self._quick.popleft()
                 if self._slow:
                     self._passed += len(sessions_of(item[1])) or 1
-                return item
-            if not self._slow:
+            elif not self._slow:
                 return None
-            self._passed = 0
-            return self._slow.popleft()
+            else:
+                self._passed = 0
+                item = self._slow.popleft()
+            self._taken += 1
+            return item
 
     def get_slow(self) -> Item | None:
         """The oldest slow item, blocking; None once closed and the slow lane is empty (the start thread)."""
         with self._ready:
             while not (self._slow or self._closed):
                 self._ready.wait()
-            return self._slow.popleft() if self._slow else None
+            if not self._slow:
+                return None
+            self._taken += 1
+            return self._slow.popleft()

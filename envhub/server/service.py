@@ -12,6 +12,7 @@ replica) is refused with UNAVAILABLE (DRAINING) while the ones in flight finish.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -138,6 +139,13 @@ class EnvHubService:
         """Set when, draining, no call is in flight and no session is open."""
         table.on_drop = self._note_emptied
         self._streams: set[asyncio.Queue[Any]] = set()
+        self._stream_bodies: dict[str, Callable[[Any, Context], Coroutine[Any, Any, Message]]] = {
+            "create": self._create,
+            "reset": self._reset,
+            "step": self._step,
+            "close": self._close,
+        }
+        """The calls a SessionStream carries, by the request's `call` field."""
 
     # ------------------------------------------------------------------ drain
 
@@ -346,8 +354,15 @@ class EnvHubService:
         record = self._table.get(request.session_id, self._caller(context).name)
         started = time.perf_counter()
         outcome = await self._on_record(context, record, op)
-        self._metrics.step(record.environment, record.tenant, time.perf_counter() - started)
-        return pb.StepResponse(result=convert.step_result(outcome.step, outcome.admissible))
+        return self._stepped(record, time.perf_counter() - started, outcome, pb.StepResponse())
+
+    def _stepped(
+        self, record: SessionRecord, seconds: float, outcome: ops.StepOutcome, response: pb.StepResponse
+    ) -> pb.StepResponse:
+        """Count one step of `record`'s session served in `seconds` and write its outcome into `response`."""
+        self._metrics.step(record.environment, record.tenant, seconds)
+        convert.fill_step_result(response.result, outcome.step, outcome.admissible)
+        return response
 
     async def _step_batch(self, request: pb.StepBatchRequest, context: Context) -> pb.StepBatchResponse:
         """Every step checked on its own, then one `StepMany` per worker, all workers at once."""
@@ -398,7 +413,7 @@ class EnvHubService:
                 self._batch_error(entries[position], reply.error, record.tenant)
                 continue
             outcome: ops.StepOutcome = reply.value
-            entries[position].result.CopyFrom(convert.step_result(outcome.step, outcome.admissible))
+            convert.fill_step_result(entries[position].result, outcome.step, outcome.admissible)
             self._metrics.step(record.environment, record.tenant, elapsed)
 
     def _batch_error(self, entry: pb.StepBatchEntry, error: errors.EnvhubError, tenant: str) -> None:
@@ -519,46 +534,102 @@ class EnvHubService:
         response = pb.SessionStreamResponse(call_id=request.call_id)
         call = request.WhichOneof("call")
         started, code = time.perf_counter(), grpc.StatusCode.OK
-        bodies: dict[str, Callable[[Any, Context], Coroutine[Any, Any, Message]]] = {
-            "create": self._create,
-            "reset": self._reset,
-            "step": self._step,
-            "close": self._close,
-        }
         try:
-            if call not in bodies:
+            body = self._stream_bodies.get(call) if call is not None else None
+            if body is None:
                 raise errors.invalid_argument("the stream request names no call", "EMPTY_CALL")
             message = self._enter(getattr(request, call))
             try:
-                getattr(response, call).CopyFrom(await bodies[call](message, context))
+                getattr(response, call).CopyFrom(await body(message, context))
             finally:
                 self._leave()
         except errors.EnvhubError as exc:
-            self._metrics.error(f"SessionStream.{call}", exc.code, self._tenant_label(context))
-            response.error.CopyFrom(to_rpc_status(exc))
-            code = exc.code
+            code = self._stream_failed(response, f"SessionStream.{call}", exc, context)
         self._metrics.rpc(SERVICE_NAME, f"SessionStream.{call}", code, time.perf_counter() - started)
         return response
 
+    def _stream_failed(
+        self, response: pb.SessionStreamResponse, method: str, error: errors.EnvhubError, context: Context
+    ) -> grpc.StatusCode:
+        """A stream's call failed with `error`: counted, and answered in `response`; returns its code."""
+        self._metrics.error(method, error.code, self._tenant_label(context))
+        response.error.CopyFrom(to_rpc_status(error))
+        return error.code
+
+    def _stream_step(
+        self,
+        request: pb.SessionStreamRequest,
+        context: Context,
+        answered: Callable[[pb.SessionStreamResponse], None],
+    ) -> None:
+        """A stream's step as `_stream_call` answers it, with no task of its own: admitted, checked and sent to its
+        session's worker now, and answered (`answered(response)`) by a callback of the worker's answer, or at once
+        when refused before it is sent. Only where `_call` would add nothing: tracing off, no deadline."""
+        response = pb.SessionStreamResponse(call_id=request.call_id)
+        started = time.perf_counter()
+        try:
+            message = self._enter(request.step)
+            try:
+                op = self._step_op(message)
+                record = self._table.get(message.session_id, self._caller(context).name)
+            except errors.EnvhubError:
+                self._leave()
+                raise
+        except errors.EnvhubError as exc:
+            code = self._stream_failed(response, "SessionStream.step", exc, context)
+            self._metrics.rpc(SERVICE_NAME, "SessionStream.step", code, time.perf_counter() - started)
+            answered(response)
+            return
+        record.in_flight += 1
+        sent = time.perf_counter()
+
+        def finish(future: asyncio.Future[ops.StepOutcome]) -> None:
+            record.in_flight -= 1
+            record.last_used = time.monotonic()
+            self._leave()
+            code = grpc.StatusCode.OK
+            try:
+                self._stepped(record, time.perf_counter() - sent, future.result(), response.step)
+            except errors.EnvhubError as exc:
+                code = self._stream_failed(response, "SessionStream.step", exc, context)
+            self._metrics.rpc(SERVICE_NAME, "SessionStream.step", code, time.perf_counter() - started)
+            answered(response)
+
+        record.worker.call(op).add_done_callback(finish)
+
     async def SessionStream(self, request_iterator: AsyncIterator[Any], context: Context) -> AsyncIterator[Any]:
-        """Answers each request as soon as it completes; in request order within one session."""
+        """Answers each request as soon as it completes; in request order within one session.
+
+        Each call runs as a task of its own (`_stream_call`), except a step of a session with no earlier call
+        unanswered on this stream, on a stream with no deadline and tracing off: that one is sent to its worker
+        as it is read and answered from the worker's answer (`_stream_step`), no task, no loop turns of its own.
+        """
         if self._draining:
             await context.abort_with_status(to_status(errors.draining()))
         await context.send_initial_metadata(((STREAM_ADMITTED, "1"),))
         out: asyncio.Queue[Any] = asyncio.Queue()
-        last_of_session: dict[str, asyncio.Task[None]] = {}
-        tasks: set[asyncio.Task[None]] = set()
+        last_of_session: dict[str, asyncio.Future[None]] = {}
+        """Session -> its latest call on this stream, until answered (a task, or a step's marker future)."""
+        unanswered: set[asyncio.Future[None]] = set()
+        at_once = not self._tracing.enabled and context.time_remaining() is None
+        loop = asyncio.get_running_loop()
 
-        async def answer(request: pb.SessionStreamRequest, previous: asyncio.Task[None] | None) -> None:
+        async def answer(request: pb.SessionStreamRequest, previous: asyncio.Future[None] | None) -> None:
             response = await self._stream_call(request, context)
-            if previous is not None:
+            if previous is not None and not previous.done():  # its session's earlier answer goes out first
                 await asyncio.wait([previous])
             out.put_nowait(response)
 
-        def forget(done: asyncio.Task[None]) -> None:
-            for key, task in list(last_of_session.items()):
-                if task is done:
-                    del last_of_session[key]
+        def forget(key: str, done: asyncio.Future[None]) -> None:
+            unanswered.discard(done)
+            if last_of_session.get(key) is done:
+                del last_of_session[key]
+
+        def answered(key: str, marker: asyncio.Future[None], response: pb.SessionStreamResponse) -> None:
+            out.put_nowait(response)
+            if not marker.done():
+                marker.set_result(None)
+            forget(key, marker)
 
         async def read() -> None:
             async for request in request_iterator:
@@ -568,14 +639,20 @@ class EnvHubService:
                     return
                 call = request.WhichOneof("call")
                 key = getattr(request, call).session_id if call in ("reset", "step", "close") else ""
-                task = asyncio.create_task(answer(request, last_of_session.get(key) if key else None))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
+                previous = last_of_session.get(key) if key else None
+                if at_once and call == "step" and previous is None:
+                    marker: asyncio.Future[None] = loop.create_future()
+                    unanswered.add(marker)
+                    last_of_session[key] = marker
+                    self._stream_step(request, context, functools.partial(answered, key, marker))
+                    continue
+                task = asyncio.create_task(answer(request, previous))
+                unanswered.add(task)
+                task.add_done_callback(functools.partial(forget, key))
                 if key:
                     last_of_session[key] = task
-                    task.add_done_callback(forget)
-            while tasks:
-                await asyncio.wait(set(tasks))
+            while unanswered:
+                await asyncio.wait(set(unanswered))
             out.put_nowait(_END)
 
         self._streams.add(out)
@@ -591,7 +668,7 @@ class EnvHubService:
         finally:
             self._streams.discard(out)
             reader.cancel()
-            for task in list(tasks):
+            for task in list(unanswered):  # a step's marker too: its worker's answer then goes nowhere
                 task.cancel()
 
 

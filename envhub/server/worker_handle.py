@@ -2,9 +2,9 @@
 
 Each `Worker` owns one child process (see `envhub.server.worker_process`) and a pipe to it. Operations
 (`envhub.server.worker_ops`) are written to the pipe with a call id and a future is kept under
-it; the event loop reads `(call_id, Reply)` answers with `loop.add_reader` on the pipe's file
-descriptor (no thread hop) and resolves the matching futures, so requests pipeline (a create
-waiting for its task to be prepared is answered after operations sent behind it).
+it; the event loop reads `(call_id, Reply)` answers as they arrive (`envhub.server.worker_pipe`: no
+thread hop, and the loop never blocks on the pipe) and resolves the matching futures, so requests
+pipeline (a create waiting for its task to be prepared is answered after operations sent behind it).
 When the pipe reports end-of-file the worker is dead: its
 pending calls fail with UNAVAILABLE, the server forgets its sessions, and it is restarted.
 """
@@ -15,16 +15,15 @@ import asyncio
 import itertools
 import logging
 import multiprocessing
-import select
 from collections import Counter
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from envhub.core import errors
 from envhub.server import worker_ops as ops
 from envhub.server.catalog import KindCatalog
+from envhub.server.worker_pipe import PipeEnd
 from envhub.server.worker_process import worker_main
 
 R = TypeVar("R")
@@ -76,9 +75,7 @@ class Worker:
         self._on_death = on_death
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._call_ids = itertools.count(1)
-        self._conn: Connection | None = None
-        self._readable = select.poll()
-        """Whether the pipe has more to read (registered on the pipe at each start)."""
+        self._pipe: PipeEnd | None = None
         self._process: BaseProcess | None = None
         self.alive = False
         self.started = False
@@ -107,12 +104,10 @@ class Worker:
         process.daemon = True
         process.start()
         child_conn.close()
-        self._conn, self._process = parent_conn, process
-        self._readable = select.poll()
-        self._readable.register(parent_conn.fileno(), select.POLLIN)
+        self._process = process
         ready: asyncio.Future[KindCatalog] = asyncio.get_running_loop().create_future()
         self._pending[_READY] = ready
-        asyncio.get_running_loop().add_reader(parent_conn.fileno(), self._on_readable)
+        self._pipe = PipeEnd(parent_conn, self._on_message, self._died)
         self.alive = True
         catalog = await ready
         self.name = catalog.name
@@ -123,12 +118,12 @@ class Worker:
     def call(self, op: ops.Op[R]) -> asyncio.Future[R]:
         """Send one operation; the future resolves with its result or raises its EnvhubError."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        if not self.alive or self._conn is None:
+        if not self.alive or self._pipe is None:
             future.set_exception(errors.unavailable(f"worker {self.environment}/{self.index} is restarting"))
             return future
         call_id = next(self._call_ids)
         try:
-            self._conn.send((call_id, op))
+            self._pipe.send((call_id, op))
         except OSError:
             self._died()
             future.set_exception(errors.unavailable(f"worker {self.environment}/{self.index} died", "WORKER_LOST"))
@@ -136,24 +131,14 @@ class Worker:
         self._pending[call_id] = future
         return future
 
-    def _on_readable(self) -> None:
-        conn = self._conn
-        if conn is None:
-            return
-        try:
-            while True:  # called when readable: a message, or end-of-file (recv raises)
-                message = conn.recv()
-                call_id, reply = (_READY, message) if isinstance(message, ops.Reply) else message
-                future = self._pending.pop(call_id)
-                if not future.done():  # else the caller gave up (deadline, cancellation)
-                    if reply.error is None:
-                        future.set_result(reply.value)
-                    else:
-                        future.set_exception(reply.error)
-                if not self._readable.poll(0):  # one poll(2), where Connection.poll builds a selector each time
-                    return
-        except (EOFError, OSError):
-            self._died()
+    def _on_message(self, message: Any) -> None:
+        call_id, reply = (_READY, message) if isinstance(message, ops.Reply) else message
+        future = self._pending.pop(call_id)
+        if not future.done():  # else the caller gave up (deadline, cancellation)
+            if reply.error is None:
+                future.set_result(reply.value)
+            else:
+                future.set_exception(reply.error)
 
     def _died(self) -> None:
         if not self.alive:
@@ -169,18 +154,17 @@ class Worker:
         self._on_death(self)
 
     def _detach(self) -> None:
-        if self._conn is not None:
-            asyncio.get_running_loop().remove_reader(self._conn.fileno())
-            self._conn.close()
-            self._conn = None
+        if self._pipe is not None:
+            self._pipe.close()
+            self._pipe = None
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Ask the worker to close its sessions and exit; kill it if it does not."""
         process = self._process
-        if self.alive and self._conn is not None:
+        if self.alive and self._pipe is not None:
             self.alive = False
             try:
-                self._conn.send((next(self._call_ids), ops.Stop()))
+                self._pipe.send((next(self._call_ids), ops.Stop()))
             except OSError:
                 log.warning("worker %s/%d pipe already closed", self.environment, self.index)
             self._detach()

@@ -3,7 +3,8 @@
 `worker_main` runs in a child process. Its first message is a `Reply` holding the kind's
 `KindCatalog` (or the error that stopped it); then every message is a `(call_id, Op)` (see
 `envhub.server.worker_ops`), answered by a `(call_id, Reply)`. Operations are applied one by
-one, in arrival order, on the worker's main thread, so this is where a step's
+one, in arrival order (by the worker's serving thread, or by its reading thread when the serving
+thread is idle: `Lanes.take_now`), so this is where a step's
 `expected_step_index` and the remembered answer to a repeated `request_id` are checked: a
 retried call can never overtake or double the original. Operations of one session are applied in
 arrival order; across sessions, steps go before queued session starts (`envhub.server.lanes`).
@@ -260,28 +261,43 @@ def _apply(state: WorkerState, op: ops.Op[Any]) -> ops.Reply:
         return ops.Reply(error=_as_envhub_error(exc))
 
 
+def _answer(state: WorkerState, answers: _Answers, inbox: Lanes, item: Item) -> bool:
+    """Apply one item taken from `inbox` and answer it; False once the server went away."""
+    try:
+        reply = _apply(state, item[1])
+    finally:
+        inbox.done(item)
+    return answers.send(item[0], reply)
+
+
 def _read(
-    conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes, answers: _Answers | None = None
+    conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes, answers: _Answers, start_thread: bool
 ) -> None:
-    """The reading thread: operations into `inbox` (its lanes), unprepared creations via the preparer; with
-    `answers` (a start thread serves the slow lane), it applies and answers every other operation itself.
+    """The reading thread: operations into `inbox` (its lanes), unprepared creations via the preparer. It applies
+    and answers a quick operation itself when the serving thread is idle (`Lanes.take_now`), and with
+    `start_thread` (a start thread serves the slow lane) every operation that is not queued behind a slow one.
 
     Ends (and so ends the worker) at Stop, when the server's end of the pipe closes, or on a bad message.
     """
     try:
         while True:
-            call_id, op = conn.recv()
+            item: Item = conn.recv()
+            call_id, op = item
             if isinstance(op, ops.Stop):
                 break
             unprepared = state.unprepared_task(op)
             if unprepared is not None:
                 session_id, task = unprepared
                 state.preparing.add(session_id)
-                preparer.prepare(task, functools.partial(inbox.put, (call_id, op)))
-            elif answers is None:
-                inbox.put((call_id, op))
-            elif not inbox.put_slow((call_id, op)) and not answers.send(call_id, _apply(state, op)):
-                break
+                preparer.prepare(task, functools.partial(inbox.put, item))
+            elif start_thread:
+                if not inbox.put_slow(item) and not answers.send(call_id, _apply(state, op)):
+                    break
+            elif inbox.take_now(item):
+                if not _answer(state, answers, inbox, item):
+                    break
+            else:
+                inbox.put(item)
     except (EOFError, OSError):
         pass
     finally:
@@ -291,23 +307,22 @@ def _read(
 def _serve(state: WorkerState, answers: _Answers, inbox: Lanes, take: Callable[[], Item | None]) -> None:
     """A serving thread: apply each operation `take()` gives and answer it."""
     while (item := take()) is not None:
-        try:
-            reply = _apply(state, item[1])
-        finally:
-            inbox.done(item)
-        if not answers.send(item[0], reply):
+        if not _answer(state, answers, inbox, item):
             break
 
 
 def serve(state: WorkerState, conn: Connection, preparer: Preparer, start_thread: bool) -> None:
     """Read and apply operations until the server stops or goes away.
 
-    One reading thread fills the lanes, served by this thread alone; or, with `start_thread`, a start thread
-    serves the slow lane while this thread reads and applies the rest (no hand-off between threads for a step).
+    One reading thread fills the lanes, served by this thread (the reading thread applies a quick operation
+    itself when this one is idle); or, with `start_thread`, a start thread serves the slow lane while this
+    thread reads and applies the rest (no hand-off between threads for a step).
     """
     answers, inbox = _Answers(conn), Lanes()
     if not start_thread:
-        reader = threading.Thread(target=_read, args=(conn, state, preparer, inbox), name="envhub-read", daemon=True)
+        reader = threading.Thread(
+            target=_read, args=(conn, state, preparer, inbox, answers, False), name="envhub-read", daemon=True
+        )
         reader.start()
         _serve(state, answers, inbox, inbox.get)
         return
@@ -315,7 +330,7 @@ def serve(state: WorkerState, conn: Connection, preparer: Preparer, start_thread
     starts = threading.Thread(target=_serve, args=(state, answers, inbox, inbox.get_slow), name="envhub-starts")
     starts.start()
     try:
-        _read(conn, state, preparer, inbox, answers)
+        _read(conn, state, preparer, inbox, answers, True)
     finally:
         inbox.close()  # the start thread ends once its lane is empty
         starts.join()

@@ -35,9 +35,13 @@ class Recording:
 
     def __init__(self, inner: AsyncTransport, lose: int = 0) -> None:
         self.inner, self.lose, self.methods = inner, lose, list[str]()
+        self.batches: list[list[str]] = []
+        """The session of each step of each StepBatch sent."""
 
     async def send(self, call: Call[Any]) -> Message:
         self.methods.append(call.method)
+        if isinstance(call.request, pb.StepBatchRequest):
+            self.batches.append([step.session_id for step in call.request.steps])
         response = await self.inner.send(call)
         if isinstance(response, pb.StepBatchResponse) and self.lose > 0:
             self.lose -= 1
@@ -154,3 +158,25 @@ def test_closing_sends_the_waiting_steps_and_waits_for_their_answers(server: Bac
             assert (await client.step(session_id, "inc")).step_index == 2  # the dropped step was never sent
 
     asyncio.run(scenario())
+
+
+def test_with_depth_two_a_turns_steps_go_as_two_batches_in_flight_and_stay_so(server: BackgroundServer) -> None:
+    async def scenario() -> tuple[str, list[list[str]]]:
+        async with AsyncEnvhubClient(server.target) as client:
+            recording = Recording(client.transport)
+            async with AsyncEnvhubClient(CoalescingTransport(recording, depth=2)) as coalesced:
+                ids = await _sessions(client, 8)
+                one = ids[0]  # three steps of one session in one turn: they stay in one batch, applied in order
+                views = await asyncio.gather(*(coalesced.step(session_id, "inc") for session_id in [one, *ids, one]))
+                assert [view.step_index for view in views] == [1, 2, 1, 1, 1, 1, 1, 1, 1, 3]
+
+                async def play(session_id: str) -> list[int]:
+                    return [(await coalesced.step(session_id, "inc")).step_index for _ in range(6)]
+
+                played = await asyncio.gather(*(play(session_id) for session_id in ids))
+                assert played == [[4, 5, 6, 7, 8, 9]] + [[2, 3, 4, 5, 6, 7]] * 7
+                return one, recording.batches
+
+    one, batches = asyncio.run(scenario())
+    assert [batch.count(one) for batch in batches[:2]] == [3, 0] and [len(batch) for batch in batches[:2]] == [6, 4]
+    assert [len(batch) for batch in batches[2:]] == [4] * 12  # halves of the 8 sessions in flight, never smaller

@@ -105,3 +105,24 @@ def test_with_a_start_thread_only_slow_items_and_those_behind_them_are_queued() 
     assert not lanes.put_slow((8, step("a"))) and not lanes.put_slow((9, step("b1")))
     lanes.close()
     assert lanes.get_slow() is None
+
+
+def test_the_reading_thread_applies_a_quick_item_itself_only_when_nothing_is_queued_or_being_applied() -> None:
+    lanes = Lanes()
+    assert not lanes.take_now((1, create("a")))  # a start: for the serving thread
+    lanes.put((1, create("a")))
+    assert not lanes.take_now((2, step("b")))  # something queued
+    taken = lanes.get()
+    assert not lanes.take_now((2, step("b")))  # something being applied
+    assert taken is not None
+    lanes.done(taken)
+    assert lanes.take_now((2, step("b")))
+    got: list[object] = []
+    serving = threading.Thread(target=lambda: got.append(lanes.get()))
+    serving.start()
+    lanes.put((3, create("c")))  # e.g. a prepared start, queued while the reading thread applies item 2
+    serving.join(timeout=0.2)
+    assert serving.is_alive() and got == []  # the serving thread takes nothing until item 2 is done
+    lanes.done((2, step("b")))
+    serving.join(timeout=10)
+    assert got == [(3, create("c"))]

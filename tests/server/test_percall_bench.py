@@ -10,7 +10,7 @@ import sys
 import pytest
 from websockets.asyncio.client import connect
 
-from envhub.bench.percall import _summary
+from envhub.bench.percall import PercallSettings, Served, _served, _summary
 from envhub.bench.procs import PortFileProcess
 from envhub.client import AsyncEnvhubClient
 
@@ -44,6 +44,7 @@ def test_summary_takes_medians_and_per_round_ratios() -> None:
         "envhub_stream": [_round(200), _round(300), _round(600)],
         "before_unary": [_round(50), _round(300), _round(400)],
         "before_stream": [_round(100), _round(600), _round(400)],
+        "asyncio_unary": [_round(100), _round(100), _round(400)],
         "websocket": [_round(400), _round(600), _round(400)],
         "envhub_batch": [],
     }
@@ -55,6 +56,8 @@ def test_summary_takes_medians_and_per_round_ratios() -> None:
     assert ratios["envhub_stream_to_unary"] == 2.0  # per round 2, 1, 3
     assert ratios["before_stream_to_unary"] == 2.0  # per round 2, 2, 1
     assert ratios["envhub_unary_to_before"] == 1.0  # per round 2, 1, 0.5
+    assert ratios["envhub_unary_to_asyncio"] == 1.0  # per round 1, 3, 0.5
+    assert "envhub_stream_to_asyncio" not in ratios  # no asyncio_stream measured
     assert "websocket_to_websocket" not in ratios
 
 
@@ -70,3 +73,13 @@ def test_grpc_floor_answers_envhubs_client_like_a_toy_step(kind: str) -> None:
     command = [sys.executable, "-m", "envhub.bench.grpc_echo", kind]
     with PortFileProcess(lambda port_file: [*command, port_file]) as server:
         assert asyncio.run(play(server.target)) == [("inc 1", 1), ("look 2", 2), ("inc 1", 1)]
+
+
+def test_the_servers_compared_are_this_tree_then_the_before_tree_and_this_tree_on_asyncios_loop() -> None:
+    assert _served(PercallSettings("out")) == {"envhub": Served()}
+    both = _served(PercallSettings("out", before_tree="/tmp/before", asyncio_loop=True))
+    assert both == {
+        "envhub": Served(),
+        "before": Served("/tmp/before"),
+        "asyncio": Served(flags=("--event-loop", "asyncio")),
+    }
