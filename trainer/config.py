@@ -325,6 +325,15 @@ class OptimConfig(_Section):
         "rollout weights, autocast learner); off for an fp32 hf rollout (same model, same numbers).",
     )
 
+    logp_old_from_update: bool = Field(
+        True,
+        description="Where logp_old is recomputed and epochs is 1 (one update per batch: the on-policy case), the PPO "
+        "ratio takes the update forward's own log-probs, detached (verl's dp_actor `on_policy`: the same values as a "
+        "recompute at those parameters, ratio 1), and no separate recompute forward runs; the advantages then read "
+        "the rollout's recorded log-probs (OBJECTIVES.md's logp_old; GRPO's do not read them). False: the separate "
+        "recompute, which the advantages read too (docs/design/033).",
+    )
+
     def recompute(self, backend_kind: str, bf16_rollout: bool = False) -> bool:
         """Whether to recompute logp_old for a rollout backend of kind `backend_kind` (`bf16_rollout`: an hf
         rollout in CPU bf16, whose log-probs differ from the learner's)."""

@@ -138,8 +138,9 @@ def _rollout_rates(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[st
     }
 
 
-def _learner_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
-    """`Learner.step` tokens/s (GRPO; the new path recomputes logp_old, as a bf16 rollout makes it)."""
+def _learner_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes, from_update: bool = True) -> float:
+    """`Learner.step` tokens/s (GRPO). The bf16 path wants the learner's own logp_old, as a bf16 rollout makes it:
+    from the update's forward (`from_update`, docs/design/033) or from a separate recompute forward (029)."""
     from trainer.config import ObjectiveConfig, OptimConfig
     from trainer.experiments.bench import synthetic_batch
     from trainer.learner import Learner
@@ -150,7 +151,7 @@ def _learner_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
         model, rows=sizes.learner_rows, prompt=sizes.learner_prompt, response=sizes.learner_response
     )
     objective = ObjectiveConfig.model_validate({"name": "grpo", "reduction": "token-mean"})
-    optim = OptimConfig.model_validate({"lr": 1e-6})
+    optim = OptimConfig.model_validate({"lr": 1e-6, "logp_old_from_update": from_update})
     learner = Learner(
         model,
         objective,
@@ -195,6 +196,8 @@ def _measure(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[str, flo
     torch.manual_seed(0)
     result = _rollout_rates(model_dir, path, sizes)
     result["learner_tokens_per_s"] = _learner_rate(model_dir, path, sizes)
+    if path.bf16:
+        result[LEARNER_RECOMPUTE] = _learner_rate(model_dir, path, sizes, from_update=False)
     result["sft_tokens_per_s"] = _sft_rate(model_dir, path, sizes)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
@@ -292,7 +295,7 @@ def run_speed_bench(
     for name, folder in models.items():
         old_row = measure_in_process(folder, OLD, sizes)
         new_row = measure_in_process(folder, new, sizes)
-        ratios = {key: new_row[key] / old_row[key] for key, _, _ in MEASURES}
+        ratios = {key: new_row[key] / old_row[base] for key, _, _, base in MEASURES if key in new_row}
         result["models"][name] = {
             "old": old_row,
             "new": new_row,
@@ -307,14 +310,18 @@ def run_speed_bench(
     return result
 
 
+LEARNER_RECOMPUTE = "learner_recompute_tokens_per_s"
+"""The bf16 path's learner with a separate logp_old recompute forward (029's new path), against the same old one."""
 MEASURES = (
-    ("generation_tokens_per_s", "generation tokens/s", 4.0),
-    ("scoring_tokens_per_s", "teacher scoring tokens/s", 4.0),
-    ("learner_tokens_per_s", "learner tokens/s", 3.0),
-    ("sft_tokens_per_s", "SFT tokens/s", 3.0),
-    ("peak_rss_mb", "peak RSS MB", 0.0),
+    ("generation_tokens_per_s", "generation tokens/s", 4.0, "generation_tokens_per_s"),
+    ("scoring_tokens_per_s", "teacher scoring tokens/s", 4.0, "scoring_tokens_per_s"),
+    ("learner_tokens_per_s", "learner tokens/s", 3.0, "learner_tokens_per_s"),
+    (LEARNER_RECOMPUTE, "learner tokens/s, separate logp_old recompute (029)", 3.0, "learner_tokens_per_s"),
+    ("sft_tokens_per_s", "SFT tokens/s", 3.0, "sft_tokens_per_s"),
+    ("peak_rss_mb", "peak RSS MB", 0.0, "peak_rss_mb"),
 )
-"""(key, label, the issue's goal for new / old; 0: no goal)."""
+"""(key in the new path's results, label, the issue's goal for new / old (0: no goal), the old path's key it is
+measured against); a key the new path did not measure (no bf16 here: no recompute) is left out."""
 
 
 def speed_markdown(result: dict[str, Any]) -> str:
@@ -322,21 +329,24 @@ def speed_markdown(result: dict[str, Any]) -> str:
     sizes = result["sizes"]
     lines = [
         "# Trainer speed benchmark: CPU bf16, kept KV cache, shared-prefix scoring, supervised-only logits "
-        "(docs/design/019, 029)\n",
+        "(docs/design/019, 029, 033)\n",
         f"CPU, {result['threads']} torch threads, bf16 flags: {', '.join(result['cpu_bf16_flags']) or 'none'}. "
         f"Old path: {result['paths']['old']}. New path: {result['paths']['new']}. Each path in its own process, "
         f"same run. Generation: {sizes['sessions']} sequences, {sizes['turns']}-turn full-context chats "
         f"({sizes['prompt']}-token first prompt, {sizes['new_tokens']} new tokens and a {sizes['follow_up']}-token "
         f"follow-up a turn); scoring: every turn of those chats; learner: {sizes['learner_rows']} rows of "
-        f"{sizes['learner_prompt']} + {sizes['learner_response']} tokens (new path: with the logp_old recompute); "
+        f"{sizes['learner_prompt']} + {sizes['learner_response']} tokens, GRPO (new path: logp_old from the "
+        "update's forward, docs/design/033, and, on its own row, from a separate recompute forward, 029); "
         f"SFT: {sizes['sft_steps']} steps of ~{sizes['sft_batch_tokens']} tokens.\n",
         "| model | measure | old | new | new / old | goal |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for name, row in result["models"].items():
-        for key, label, goal in MEASURES:
+        for key, label, goal, base in MEASURES:
+            if key not in row["new"]:
+                continue
             lines.append(
-                f"| {name} | {label} | {row['old'][key]:.0f} | {row['new'][key]:.0f} | {row['ratio'][key]:.2f}x | "
+                f"| {name} | {label} | {row['old'][base]:.0f} | {row['new'][key]:.0f} | {row['ratio'][key]:.2f}x | "
                 + (f">= {goal:.0f}x |" if goal else "<= 4096 (quickstart) |" if key == "peak_rss_mb" else "|")
             )
     lines += [
