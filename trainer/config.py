@@ -320,7 +320,8 @@ class OptimConfig(_Section):
     )
     recompute_logp_old: bool | None = Field(
         None,
-        description="Recompute logp_old with the learner before the update (verl's default). None: on when the "
+        description="The PPO ratio's logp_old is the learner's own log-prob, not the rollout's (verl's default): taken "
+        "from the update's forward (`logp_old_from_update`, one epoch) or recomputed before it. None: on when the "
         "rollout's numbers are not the learner's: backend.kind vllm, or hf with precision.cpu_bf16 in effect (bf16 "
         "rollout weights, autocast learner); off for an fp32 hf rollout (same model, same numbers).",
     )
