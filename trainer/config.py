@@ -87,6 +87,13 @@ class BackendConfig(_Section):
         "least recently used entries are evicted past it (SmolLM2-135M: 46 KB a token in fp32, 23 KB in bf16). "
         "0: off (every turn prefills its whole prompt).",
     )
+    decode_attention: Literal["eager", "model"] = Field(
+        "eager",
+        description="hf backend: attention of the decode steps (one new token a row). `eager`: transformers' eager "
+        "attention there, the model's own (SDPA) for the prefill and scoring (SmolLM2 in bf16 on the CPU: a decode "
+        "step 232 ms against 507 ms with SDPA, whose prefill is 2.6x faster; docs/design/029, 033); `model`: the "
+        "model's own throughout.",
+    )
 
 
 class PrecisionConfig(_Section):

@@ -7,6 +7,10 @@ the same quantity teacher-forced, and the two agree to float precision.
 With `kv_cache_mb`, the keys and values of each generated row are kept (`KVStore`) and a later prompt that
 extends one (a full-context chat's next turn) prefills only its new tokens. `score()` runs one forward per
 longest row of a prefix chain and reads every contained row's log-probs from it (docs/design/019).
+
+With `decode_attention`, the decode steps (one new token a row) run that attention implementation and the prefill
+and `score()` the model's own: on the CPU, SDPA's flash kernel spends most of a one-query step (docs/design/029),
+transformers' eager attention does not (docs/design/033).
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ class HFBackend:
         stop: Sequence[str] = (),
         batch_size: int = 64,
         kv_cache_mb: float = 0,
+        decode_attention: str | None = None,
     ) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
@@ -114,6 +119,8 @@ class HFBackend:
         self._stop = _StopMatcher(set(eos_token_ids), stop, tokenizer)
         self.kv_store = KVStore(int(kv_cache_mb * 1024 * 1024)) if kv_cache_mb > 0 else None
         """Keys and values kept between `generate` calls (None: off)."""
+        self.decode_attention = decode_attention
+        """Attention implementation of the decode steps (`backend.decode_attention`; None: the model's own)."""
         self.memory_events: deque[str] = deque(maxlen=64)
         """The latest sleep / wake / weight-load calls, in order (the colocated schedule, docs/gpu.md)."""
 
@@ -127,6 +134,7 @@ class HFBackend:
         stop: Sequence[str] = (),
         batch_size: int = 64,
         kv_cache_mb: float = 0,
+        decode_attention: str | None = None,
     ) -> HFBackend:
         """Load the model (in `dtype`: bf16 on the CPU when `precision.cpu_bf16` says so) and tokenizer from a
         local HF folder."""
@@ -141,6 +149,7 @@ class HFBackend:
             stop=stop,
             batch_size=batch_size,
             kv_cache_mb=kv_cache_mb,
+            decode_attention=decode_attention,
         )
 
     @torch.inference_mode()
@@ -167,43 +176,49 @@ class HFBackend:
         reasons: list[FinishReason] = ["length"] * n
         active = list(range(n))
         step_ids, step_positions = ids, positions
-        for _ in range(sampling.max_new_tokens):
-            out = self.model(
-                input_ids=step_ids,
-                attention_mask=mask,
-                position_ids=step_positions,
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,  # the prompt's other positions' logits would be B x L x V (10 GB at batch 64)
-            )
-            logits = out.logits[:, -1, :].float()
-            logp = torch.log_softmax(logits, dim=-1)
-            chosen = sample_next(
-                logits,
-                temperature=sampling.temperature,
-                top_k=sampling.top_k,
-                top_p=sampling.top_p,
-                generator=generator,
-            )
-            chosen_logp = logp.gather(-1, chosen[:, None]).squeeze(-1)
-            top = torch.topk(logp, min(top_logprobs, logp.shape[-1]), dim=-1) if top_logprobs else None
-            chosen_list, chosen_logp_list = chosen.tolist(), chosen_logp.tolist()
-            still_active = []
-            for i in active:
-                tokens[i].append(chosen_list[i])
-                logprobs[i].append(chosen_logp_list[i])
-                if top is not None:
-                    tops[i].append(list(zip(top.indices[i].tolist(), top.values[i].tolist(), strict=True)))
-                if self._stop.stopped(tokens[i]):
-                    reasons[i] = "stop"
-                else:
-                    still_active.append(i)
-            active = still_active
-            if not active:
-                break
-            step_ids = chosen[:, None]
-            step_positions = step_positions[:, -1:] + 1
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
+        own = self.model.config._attn_implementation
+        try:
+            for step in range(sampling.max_new_tokens):
+                if step == 1 and self.decode_attention is not None:
+                    self.model.set_attn_implementation(self.decode_attention)
+                out = self.model(
+                    input_ids=step_ids,
+                    attention_mask=mask,
+                    position_ids=step_positions,
+                    past_key_values=cache,
+                    use_cache=True,
+                    logits_to_keep=1,  # the prompt's other positions' logits would be B x L x V (10 GB at batch 64)
+                )
+                logits = out.logits[:, -1, :].float()
+                logp = torch.log_softmax(logits, dim=-1)
+                chosen = sample_next(
+                    logits,
+                    temperature=sampling.temperature,
+                    top_k=sampling.top_k,
+                    top_p=sampling.top_p,
+                    generator=generator,
+                )
+                chosen_logp = logp.gather(-1, chosen[:, None]).squeeze(-1)
+                top = torch.topk(logp, min(top_logprobs, logp.shape[-1]), dim=-1) if top_logprobs else None
+                chosen_list, chosen_logp_list = chosen.tolist(), chosen_logp.tolist()
+                still_active = []
+                for i in active:
+                    tokens[i].append(chosen_list[i])
+                    logprobs[i].append(chosen_logp_list[i])
+                    if top is not None:
+                        tops[i].append(list(zip(top.indices[i].tolist(), top.values[i].tolist(), strict=True)))
+                    if self._stop.stopped(tokens[i]):
+                        reasons[i] = "stop"
+                    else:
+                        still_active.append(i)
+                active = still_active
+                if not active:
+                    break
+                step_ids = chosen[:, None]
+                step_positions = step_positions[:, -1:] + 1
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
+        finally:
+            self.model.set_attn_implementation(own)
         if self.kv_store is not None:
             self._keep(kept, cache, mask, [list(p) + t[:-1] for p, t in zip(prompts, tokens, strict=True)])
         return [Generation(tokens[i], logprobs[i], tops[i] if top_logprobs else None, reasons[i]) for i in range(n)]

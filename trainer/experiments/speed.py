@@ -1,6 +1,7 @@
-"""`trainer bench --speed`: the CPU paths before and after docs/design/019 and 029 (fp32, no kept cache, one forward
-per scored row, learner and SFT logits at every position) against bf16 + kept KV cache + prefix-shared scoring +
-logits at supervised tokens only, per model, in the same run.
+"""`trainer bench --speed`: the CPU paths before and after docs/design/019, 029 and 033 (fp32, no kept cache, one
+forward per scored row, learner and SFT logits at every position) against bf16 + kept KV cache + eager attention in
+decode steps + prefix-shared scoring + logits at supervised tokens only + the learner's logp_old from its update's
+forward, per model, in the same run.
 
 Per model and path, a fresh process (so its peak RSS is its own) measures generation tokens/s over `sessions`
 full-context chats of `turns` turns, teacher-scoring tokens/s of those chats' turns, `Learner.step` tokens/s
@@ -56,6 +57,8 @@ class PathSpec:
     share_prefixes: bool
     supervised_only: bool
     """Learner and SFT project to the vocabulary only at supervised tokens (docs/design/029)."""
+    decode_attention: str | None = None
+    """Attention of the generation's decode steps (`backend.decode_attention`; None: the model's own, SDPA)."""
 
 
 OLD = PathSpec(
@@ -71,8 +74,8 @@ def new_path(setting: str = "auto") -> PathSpec:
     """The new path: bf16 as `precision.cpu_bf16: <setting>` decides here, kept cache, shared prefixes."""
     bf16 = cpu_bf16(setting, "cpu")  # type: ignore[arg-type]
     precision = "bf16" if bf16 else "fp32"
-    name = f"new: {precision}, kept cache, shared prefixes, logits at supervised tokens only"
-    return PathSpec(name, bf16, 1024, True, True)
+    name = f"new: {precision}, kept cache, eager decode attention, shared prefixes, logits at supervised tokens only"
+    return PathSpec(name, bf16, 1024, True, True, "eager")
 
 
 def _best(fn: Any, repeats: int, warm_up: Any = None) -> float:
@@ -110,7 +113,8 @@ def _rollout_rates(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[st
 
     dtype = torch.bfloat16 if path.bf16 else torch.float32
     # no EOS: every chat turn generates exactly `new_tokens`, so both paths do the same work
-    backend = HFBackend(load_model(model_dir, dtype=dtype), eos_token_ids=[], pad_token_id=0, batch_size=64)
+    model = load_model(model_dir, dtype=dtype)
+    backend = HFBackend(model, eos_token_ids=[], pad_token_id=0, batch_size=64, decode_attention=path.decode_attention)
     vocab = int(backend.model.config.vocab_size)
     rows: list[tuple[list[int], list[int]]] = []
 

@@ -29,22 +29,47 @@ def _chat(
     return history
 
 
-def _backends(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, mb: float) -> tuple[HFBackend, HFBackend]:
-    def build(kv_cache_mb: float) -> HFBackend:
+def _backends(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, mb: float, decode_attention: str | None = None
+) -> tuple[HFBackend, HFBackend]:
+    """A backend keeping `mb` of cache (decode steps under `decode_attention`) and one as before: no kept cache, the
+    model's own attention throughout."""
+
+    def build(kv_cache_mb: float, attention: str | None) -> HFBackend:
         return HFBackend(
-            model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id, kv_cache_mb=kv_cache_mb
+            model,
+            eos_token_ids=[tokenizer.eos_token_id],
+            pad_token_id=tokenizer.pad_token_id,
+            kv_cache_mb=kv_cache_mb,
+            decode_attention=attention,
         )
 
-    return build(mb), build(0)
+    return build(mb, decode_attention), build(0, None)
 
 
+@pytest.mark.parametrize("decode_attention", [None, "eager"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_kept_cache_gives_the_same_tokens_and_logprobs(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]], temperature: float
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[list[int]],
+    temperature: float,
+    decode_attention: str | None,
 ) -> None:
-    cached, fresh = _backends(model, tokenizer, 64)
+    """fp32: the kept cache, with decode steps under eager attention or the model's own (SDPA), gives today's
+    tokens and log-probs (fresh prefills, SDPA throughout)."""
+    cached, fresh = _backends(model, tokenizer, 64, decode_attention)
     sampling = SamplingSettings(max_new_tokens=6, temperature=temperature, seed=5)
-    got, want = _chat(cached, prompts, sampling, 4), _chat(fresh, prompts, sampling, 4)
+    used: list[str] = []
+    hook = model.register_forward_pre_hook(lambda module, _: used.append(module.config._attn_implementation))
+    try:
+        got = _chat(cached, prompts, sampling, 4)
+    finally:
+        hook.remove()
+    want = _chat(fresh, prompts, sampling, 4)
+    assert model.config._attn_implementation == "sdpa"  # given back after each batch
+    # per turn: the prefill in the model's own attention, then 5 decode steps in `decode_attention`
+    assert used == (["sdpa"] + [decode_attention or "sdpa"] * 5) * 4
     for turn_got, turn_want in zip(got, want, strict=True):
         for (p1, r1, l1), (p2, r2, l2) in zip(turn_got, turn_want, strict=True):
             assert (p1, r1) == (p2, r2)
