@@ -120,6 +120,8 @@ class HFBackend:
         self.kv_store = KVStore(int(kv_cache_mb * 1024 * 1024)) if kv_cache_mb > 0 else None
         """Keys and values kept between `generate` calls (None: off)."""
         self.decode_attention = decode_attention
+        self._dropped: list[tuple[torch.nn.Parameter, torch.Size]] | None = None
+        """The parameters a level-2 `sleep` freed, with their shapes, until `update_weights` (None: loaded)."""
         """Attention implementation of the decode steps (`backend.decode_attention`; None: the model's own)."""
         self.memory_events: deque[str] = deque(maxlen=64)
         """The latest sleep / wake / weight-load calls, in order (the colocated schedule, docs/gpu.md)."""
@@ -157,6 +159,7 @@ class HFBackend:
         """Sample a response per prompt (see `GenerationBackend.generate`), `batch_size` prompts at a time."""
         if any(not prompt for prompt in prompts):
             raise ValueError("every prompt needs at least one token")
+        self._check_weights()
         generator = torch.Generator(device=self.device)
         generator.manual_seed(secrets.randbits(63) if sampling.seed is None else sampling.seed)
         results: list[Generation] = []
@@ -262,6 +265,7 @@ class HFBackend:
             raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
         if any(not prompt for prompt in prompts):
             raise ValueError("every prompt needs at least one token")
+        self._check_weights()
         rows = [list(p) + list(r) for p, r in zip(prompts, responses, strict=True)]
         leaves, leaf_of = prefix_leaves(rows)
         scores: list[list[float]] = [[] for _ in rows]
@@ -303,17 +307,38 @@ class HFBackend:
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
         """Copy the learner's weights in (strict: names and shapes must match; cast to this model's dtype);
         the kept keys and values belong to the old weights and are dropped."""
+        self._allocate_weights()
         self.model.load_state_dict(dict(state_dict), strict=True)
+        self._dropped = None
         if self.kv_store is not None:
             self.kv_store.clear()
         self.memory_events.append("load_weights")
 
     def sleep(self, level: int) -> None:
-        """Drop the kept keys and values; recorded in `memory_events`."""
+        """Drop the kept keys and values; level 2 frees the weights too, as vLLM's level 2 discards them (the
+        colocated learner update runs meanwhile): the next `update_weights` brings new ones, and generating or
+        scoring before it raises. Recorded in `memory_events`."""
         if self.kv_store is not None:
             self.kv_store.clear()
+        if level >= 2 and self._dropped is None:
+            self._dropped = [(p, p.shape) for p in self.model.parameters()]
+            for param, _ in self._dropped:
+                param.data = param.data.new_empty(0)
         self.memory_events.append(f"sleep:{level}")
 
     def wake_up(self, tags: list[str] | None = None) -> None:
-        """Nothing to reallocate; recorded in `memory_events`."""
+        """Reallocate the weights a level-2 sleep freed (tag `weights`; their values come with the next
+        `update_weights`); recorded in `memory_events`."""
+        if tags is None or "weights" in tags:
+            self._allocate_weights()
         self.memory_events.append("wake:" + ",".join(tags or ["all"]))
+
+    def _allocate_weights(self) -> None:
+        """Storage of the original shapes for weights a level-2 sleep freed (values unset)."""
+        for param, shape in self._dropped or []:
+            if param.numel() != shape.numel():
+                param.data = param.data.new_empty(shape)
+
+    def _check_weights(self) -> None:
+        if self._dropped is not None:
+            raise RuntimeError("the hf backend's weights were freed by sleep(2): update_weights must come first")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -138,3 +140,27 @@ def test_prefix_leaves_maps_each_row_to_the_longest_row_containing_it() -> None:
     leaves, leaf_of = prefix_leaves(rows)
     assert sorted(leaves) == [1, 4, 5]
     assert [leaves[k] for k in leaf_of] == [1, 1, 4, 1, 4, 5]
+
+
+def test_a_level_two_sleep_frees_the_weights_until_new_ones_are_loaded(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
+) -> None:
+    """The colocated learner update's order (docs/gpu.md): sleep(2), the update, wake(weights), the weights pushed,
+    wake(kv_cache); a level-1 sleep (the teacher's) keeps them."""
+    state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    backend, _ = _backends(copy.deepcopy(model), tokenizer, 64)
+    greedy = SamplingSettings(max_new_tokens=5, temperature=0.0)
+    want = backend.generate(prompts, greedy)
+    backend.sleep(1)
+    assert backend.generate(prompts, greedy) == want
+    backend.sleep(2)
+    assert sum(p.numel() for p in backend.model.parameters()) == 0
+    with pytest.raises(RuntimeError, match="update_weights must come first"):
+        backend.score(prompts, [g.token_ids for g in want])
+    backend.wake_up(["weights"])
+    with pytest.raises(RuntimeError, match="update_weights must come first"):
+        backend.generate(prompts, greedy)
+    backend.update_weights(state)
+    backend.wake_up(["kv_cache"])
+    assert backend.generate(prompts, greedy) == want
+    assert list(backend.memory_events) == ["sleep:1", "sleep:2", "wake:weights", "load_weights", "wake:kv_cache"]
