@@ -325,6 +325,12 @@ class OptimConfig(_Section):
     gradient_checkpointing: bool = Field(
         False, description="Recompute each decoder layer's activations in backward (HF gradient checkpointing)."
     )
+    adamw: Literal["auto", "fused", "foreach", "loop"] = Field(
+        "auto",
+        description="torch AdamW implementation (the same update). auto: fused on the CPU (one pass per tensor, no "
+        "temporaries; torch's default there is a loop over tensors allocating each one's), torch's default on GPUs "
+        "and under FSDP (docs/design/033).",
+    )
     recompute_logp_old: bool | None = Field(
         None,
         description="The PPO ratio's logp_old is the learner's own log-prob, not the rollout's (verl's default): taken "

@@ -13,8 +13,8 @@ One `Learner.step(batch)`:
    the current parameters and adds its share of the loss (each token's weight in the reduction is
    computed once on the whole batch, so accumulation gives exactly the full-batch gradient even when
    a trajectory's turn rows fall into different micro-batches);
-3. grad-norm clip, AdamW step. bf16 autocast on CUDA, and on the CPU with `cpu_bf16` (fp32 master weights
-   and AdamW state either way; `trainer.precision`).
+3. grad-norm clip, AdamW step (`optim.adamw`: fused on the CPU, `trainer.adamw`). bf16 autocast on CUDA,
+   and on the CPU with `cpu_bf16` (fp32 master weights and AdamW state either way; `trainer.precision`).
 
 Log-probs come from `LogprobModel` (vocabulary projection at the supervised tokens only, chunked by
 `optim.logprob_chunk_tokens`; docs/design/029).
@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from trainer.adamw import make_adamw
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.learner_dist import LogprobModel, all_reduce_max, all_reduce_sum, rank_rows, shard, world
 from trainer.models.loading import SHARDED_DIR
@@ -127,8 +128,14 @@ class Learner:
         self.optim = optim
         self.pbr = pbr
         """Protocol-boundary repair term added to the loss when the batch carries constraints (None: off)."""
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay
+        self.optimizer = make_adamw(
+            self.model.parameters(),
+            lr=optim.lr,
+            betas=optim.betas,
+            weight_decay=optim.weight_decay,
+            impl=optim.adamw,
+            device=self.device,
+            sharded=self.sharded,
         )
         self.recompute_logp_old = recompute_logp_old
         self.logp_old_from_update = optim.logp_old_from_update

@@ -11,6 +11,7 @@ from typing import Literal
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from trainer.adamw import AdamwImpl, make_adamw
 from trainer.backends.base import SamplingSettings
 from trainer.backends.hf import HFBackend
 from trainer.learner_dist import LogprobModel
@@ -99,6 +100,7 @@ def sft_train(
     schedule: LrSchedule = "constant",
     cpu_bf16: bool = False,
     targets_only: bool = True,
+    adamw: AdamwImpl = "auto",
 ) -> dict[str, float]:
     """Train `model` in place for `steps` AdamW steps; returns {first_loss, last_loss, steps, tokens, seconds}.
 
@@ -107,7 +109,7 @@ def sft_train(
     steps. `schedule`: `constant` (`lr` throughout) or `cosine` (linear warm-up over the first
     `WARMUP_SHARE` of the steps, then cosine decay to `FINAL_LR_SHARE` x `lr`). `cpu_bf16`: forward and backward
     under bf16 autocast on the CPU (fp32 weights and AdamW state; `precision.cpu_bf16`). `targets_only`: see
-    `response_loss`.
+    `response_loss`. `adamw`: torch's AdamW implementation (`trainer.adamw`; auto: fused on the CPU).
     """
     if not examples:
         raise ValueError("sft_train needs at least one example")
@@ -116,7 +118,7 @@ def sft_train(
     rng = random.Random(seed)
     torch.manual_seed(seed)
     device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = make_adamw(model.parameters(), lr=lr, weight_decay=weight_decay, impl=adamw, device=device)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: lr_factor(schedule, done, steps))
     model.train()
     pending: list[list[Example]] = []
