@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from trainer.adamw import AdamwImpl
 from trainer.precision import cpu_bf16, cpu_bf16_flags
 
 
@@ -59,6 +60,8 @@ class PathSpec:
     """Learner and SFT project to the vocabulary only at supervised tokens (docs/design/029)."""
     decode_attention: str | None = None
     """Attention of the generation's decode steps (`backend.decode_attention`; None: the model's own, SDPA)."""
+    adamw: AdamwImpl = "loop"
+    """Learner's and SFT's AdamW implementation (`optim.adamw`; `loop`: torch's CPU default, the path before)."""
 
 
 OLD = PathSpec(
@@ -74,8 +77,11 @@ def new_path(setting: str = "auto") -> PathSpec:
     """The new path: bf16 as `precision.cpu_bf16: <setting>` decides here, kept cache, shared prefixes."""
     bf16 = cpu_bf16(setting, "cpu")  # type: ignore[arg-type]
     precision = "bf16" if bf16 else "fp32"
-    name = f"new: {precision}, kept cache, eager decode attention, shared prefixes, logits at supervised tokens only"
-    return PathSpec(name, bf16, 1024, True, True, "eager")
+    name = (
+        f"new: {precision}, kept cache, eager decode attention, shared prefixes, logits at supervised tokens only, "
+        "fused AdamW"
+    )
+    return PathSpec(name, bf16, 1024, True, True, "eager", "auto")
 
 
 def _best(fn: Any, repeats: int, warm_up: Any = None) -> float:
@@ -155,7 +161,7 @@ def _learner_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes, from_update
         model, rows=sizes.learner_rows, prompt=sizes.learner_prompt, response=sizes.learner_response
     )
     objective = ObjectiveConfig.model_validate({"name": "grpo", "reduction": "token-mean"})
-    optim = OptimConfig.model_validate({"lr": 1e-6, "logp_old_from_update": from_update})
+    optim = OptimConfig.model_validate({"lr": 1e-6, "logp_old_from_update": from_update, "adamw": path.adamw})
     learner = Learner(
         model,
         objective,
@@ -191,6 +197,7 @@ def _sft_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
             batch_tokens=sizes.sft_batch_tokens,
             cpu_bf16=path.bf16,
             targets_only=path.supervised_only,
+            adamw=path.adamw,
         )
     return sft["tokens"] / sft["seconds"]
 
