@@ -87,6 +87,13 @@ class BackendConfig(_Section):
         "least recently used entries are evicted past it (SmolLM2-135M: 46 KB a token in fp32, 23 KB in bf16). "
         "0: off (every turn prefills its whole prompt).",
     )
+    decode_attention: Literal["eager", "model"] = Field(
+        "eager",
+        description="hf backend: attention of the decode steps (one new token a row). `eager`: transformers' eager "
+        "attention there, the model's own (SDPA) for the prefill and scoring (SmolLM2 in bf16 on the CPU: a decode "
+        "step 232 ms against 507 ms with SDPA, whose prefill is 2.6x faster; docs/design/029, 033); `model`: the "
+        "model's own throughout.",
+    )
 
 
 class PrecisionConfig(_Section):
@@ -318,11 +325,27 @@ class OptimConfig(_Section):
     gradient_checkpointing: bool = Field(
         False, description="Recompute each decoder layer's activations in backward (HF gradient checkpointing)."
     )
+    adamw: Literal["auto", "fused", "foreach", "loop"] = Field(
+        "auto",
+        description="torch AdamW implementation (the same update). auto: fused on the CPU (one pass per tensor, no "
+        "temporaries; torch's default there is a loop over tensors allocating each one's), torch's default on GPUs "
+        "and under FSDP (docs/design/033).",
+    )
     recompute_logp_old: bool | None = Field(
         None,
-        description="Recompute logp_old with the learner before the update (verl's default). None: on when the "
+        description="The PPO ratio's logp_old is the learner's own log-prob, not the rollout's (verl's default): taken "
+        "from the update's forward (`logp_old_from_update`, one epoch) or recomputed before it. None: on when the "
         "rollout's numbers are not the learner's: backend.kind vllm, or hf with precision.cpu_bf16 in effect (bf16 "
         "rollout weights, autocast learner); off for an fp32 hf rollout (same model, same numbers).",
+    )
+
+    logp_old_from_update: bool = Field(
+        True,
+        description="Where logp_old is recomputed and epochs is 1 (one update per batch: the on-policy case), the PPO "
+        "ratio takes the update forward's own log-probs, detached (verl's dp_actor `on_policy`: the same values as a "
+        "recompute at those parameters, ratio 1), and no separate recompute forward runs; the advantages then read "
+        "the rollout's recorded log-probs (OBJECTIVES.md's logp_old; GRPO's do not read them). False: the separate "
+        "recompute, which the advantages read too (docs/design/033).",
     )
 
     def recompute(self, backend_kind: str, bf16_rollout: bool = False) -> bool:

@@ -86,10 +86,12 @@ def audit(learner: Learner, batch: TokenBatch, selected: Sequence[bool], counted
 
 def turn_gradients(learner: Learner, batch: TokenBatch) -> Iterator[torch.Tensor]:
     """g_t of each row of `batch` in turn (one row per turn, `history` context) at the learner's parameters, flat
-    float32; advantages as `Learner.step` computes them on the same rows."""
+    float32; advantages and the ratio's `logp_old` as `Learner.step` takes them on the same rows."""
+    from trainer.learner import own_logp_old
+
     batch = batch.to(learner.device)
     params = [p for p in learner.model.parameters() if p.requires_grad]
-    if learner.recompute_logp_old:
+    if learner.separate_recompute:
         batch, _ = learner.recompute_old_logprobs(batch)
     advantages, _ = learner.spec.compute(batch, learner.hyperparameters, step=learner.global_step)
     for row in range(batch.num_rows):
@@ -100,7 +102,7 @@ def turn_gradients(learner: Learner, batch: TokenBatch) -> Iterator[torch.Tensor
             logp, _ = learner.scorer(batch.input_ids[one], batch.attention_mask[one])
         loss, _ = ppo_actor_loss(
             logp,
-            batch.logp_old[one],
+            own_logp_old(logp, batch.logp_old.dtype) if learner.on_policy_ratio else batch.logp_old[one],
             advantages[one].detach(),
             mask,
             clip_eps=learner.objective.clip_eps,

@@ -1,17 +1,20 @@
 """The learner: advantages from the registry, PPO-clipped loss, AdamW with gradient accumulation.
 
 One `Learner.step(batch)`:
-0. with `recompute_logp_old`, `logp_old` is first recomputed under the current parameters (verl's
-   default when the rollout engine is not the learner, e.g. vLLM in bf16); the advantages and the
-   PPO ratio then use it;
+0. with `recompute_logp_old` (the rollout engine's numbers are not the learner's, e.g. vLLM or the hf
+   backend in bf16), the PPO ratio's `logp_old` is the learner's own log-prob at the current parameters:
+   when the step makes one update (`optim.epochs` 1, the on-policy case) and `optim.logp_old_from_update`,
+   it is the update forward's own log-prob, detached (verl's dp_actor `on_policy`; no extra forward, the
+   advantages read the rollout's recorded log-probs); otherwise a separate forward recomputes it first and
+   the advantages and the ratio both use it (docs/design/033);
 1. advantages `(N, S)` from the objective registered under `objective.name` (the learner never
    knows which objective runs);
 2. rows are cut into micro-batches by a token budget; each micro-batch recomputes `logp` under
    the current parameters and adds its share of the loss (each token's weight in the reduction is
    computed once on the whole batch, so accumulation gives exactly the full-batch gradient even when
    a trajectory's turn rows fall into different micro-batches);
-3. grad-norm clip, AdamW step. bf16 autocast on CUDA, and on the CPU with `cpu_bf16` (fp32 master weights
-   and AdamW state either way; `trainer.precision`).
+3. grad-norm clip, AdamW step (`optim.adamw`: fused on the CPU, `trainer.adamw`). bf16 autocast on CUDA,
+   and on the CPU with `cpu_bf16` (fp32 master weights and AdamW state either way; `trainer.precision`).
 
 Log-probs come from `LogprobModel` (vocabulary projection at the supervised tokens only, chunked by
 `optim.logprob_chunk_tokens`; docs/design/029).
@@ -32,6 +35,7 @@ from typing import Any
 
 import torch
 
+from trainer.adamw import make_adamw
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.learner_dist import LogprobModel, all_reduce_max, all_reduce_sum, rank_rows, shard, world
 from trainer.models.loading import SHARDED_DIR
@@ -42,6 +46,8 @@ from trainer.objectives.registry import build_config, get_objective
 from trainer.precision import autocast
 
 STATE_FILE = "trainer_state.pt"
+ROLLOUT_DIFF = "actor/rollout_logp_abs_diff"
+"""Mean |rollout's recorded log-prob - the learner's| over supervised tokens, where the learner's replace them."""
 
 
 def token_logprobs(
@@ -54,6 +60,12 @@ def token_logprobs(
     logp = torch.zeros(input_ids.shape, dtype=log_softmax.dtype, device=log_softmax.device)
     logp[:, 1:] = log_softmax.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
     return logp, log_softmax
+
+
+def own_logp_old(logp: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The update forward's `logp` as the PPO ratio's `logp_old` (`Learner.on_policy_ratio`): detached, and clamped
+    at 0 in `dtype` as `Learner.recompute_old_logprobs` stores it, so the ratio is the recompute's."""
+    return logp.detach().to(dtype).clamp(max=0.0)
 
 
 def micro_batches(batch: TokenBatch, token_budget: int) -> Iterator[tuple[slice, int]]:
@@ -116,10 +128,19 @@ class Learner:
         self.optim = optim
         self.pbr = pbr
         """Protocol-boundary repair term added to the loss when the batch carries constraints (None: off)."""
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay
+        self.optimizer = make_adamw(
+            self.model.parameters(),
+            lr=optim.lr,
+            betas=optim.betas,
+            weight_decay=optim.weight_decay,
+            impl=optim.adamw,
+            device=self.device,
+            sharded=self.sharded,
         )
         self.recompute_logp_old = recompute_logp_old
+        self.logp_old_from_update = optim.logp_old_from_update
+        """With `recompute_logp_old` and one update per step: the ratio's `logp_old` from the update's own forward
+        instead of a separate recompute (`optim.logp_old_from_update`)."""
         self.cpu_bf16 = cpu_bf16
         """Forward and backward under bf16 autocast on the CPU too (`precision.cpu_bf16`)."""
         self.supervised_positions = supervised_positions
@@ -132,14 +153,14 @@ class Learner:
         start = time.perf_counter()
         batch = batch.to(self.device)
         recompute_metrics: dict[str, float] = {}
-        if self.recompute_logp_old:
+        if self.separate_recompute:
             batch, recompute_metrics = self.recompute_old_logprobs(batch)
         advantages, metrics = self.spec.compute(batch, self.hyperparameters, step=self.global_step)
         metrics.update(recompute_metrics)
         weights = batch_loss_weights(batch, self.reduction)
         sums: dict[str, float] = {}
         for _ in range(self.optim.epochs):
-            sums = self._accumulate(batch, advantages.detach(), weights)
+            sums = self._accumulate(batch, advantages.detach(), weights, from_update=self.on_policy_ratio)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.grad_clip)
             if hasattr(grad_norm, "full_tensor"):  # FSDP2: a DTensor over the ranks' shards
                 grad_norm = grad_norm.full_tensor()
@@ -161,6 +182,18 @@ class Learner:
         )
         return metrics
 
+    @property
+    def on_policy_ratio(self) -> bool:
+        """Whether the PPO ratio's `logp_old` is the update forward's own log-prob, detached: the learner's numbers
+        are wanted (`recompute_logp_old`), the step makes one update (`optim.epochs` 1) and
+        `logp_old_from_update` is on. At the parameters of that one update it equals a separate recompute."""
+        return self.recompute_logp_old and self.logp_old_from_update and self.optim.epochs == 1
+
+    @property
+    def separate_recompute(self) -> bool:
+        """Whether `step` runs `recompute_old_logprobs` (a forward of its own) before the advantages."""
+        return self.recompute_logp_old and not self.on_policy_ratio
+
     @torch.no_grad()
     def recompute_old_logprobs(self, batch: TokenBatch) -> tuple[TokenBatch, dict[str, float]]:
         """`batch` with `logp_old` recomputed by the learner's current parameters (verl's default when
@@ -180,10 +213,15 @@ class Learner:
         mask = batch.loss_mask
         logp_old = torch.where(mask, logp_old.clamp(max=0.0), torch.zeros_like(logp_old))
         diff = (logp_old - batch.logp_old)[mask].abs()
-        metrics = {"actor/rollout_logp_abs_diff": float(diff.mean()) if diff.numel() else 0.0}
+        metrics = {ROLLOUT_DIFF: float(diff.mean()) if diff.numel() else 0.0}
         return dataclasses.replace(batch, logp_old=logp_old), metrics
 
-    def _accumulate(self, batch: TokenBatch, advantages: torch.Tensor, weights: torch.Tensor) -> dict[str, float]:
+    def _accumulate(
+        self, batch: TokenBatch, advantages: torch.Tensor, weights: torch.Tensor, *, from_update: bool = False
+    ) -> dict[str, float]:
+        """Forward and backward over this rank's micro-batches (gradients accumulate); the summed metrics.
+        `from_update`: the ratio's `logp_old` is each forward's own (`on_policy_ratio`), and
+        `actor/rollout_logp_abs_diff` compares it with the batch's recorded log-probs, as a recompute does."""
         weighted: dict[str, float] = {}
         entropy_sum = 0.0
         total = max(float(batch.loss_mask.sum()), 1.0)
@@ -193,9 +231,11 @@ class Learner:
             mask = batch.loss_mask[rows, :width]
             with autocast(self.device, self.cpu_bf16):
                 logp, entropy = self.scorer(ids, attn, self._positions(batch, rows, width))
+            recorded = batch.logp_old[rows, :width]
+            logp_old = own_logp_old(logp, recorded.dtype) if from_update else recorded
             loss, loss_metrics = ppo_actor_loss(
                 logp,
-                batch.logp_old[rows, :width],
+                logp_old,
                 advantages[rows, :width],
                 mask,
                 clip_eps=self.objective.clip_eps,
@@ -214,6 +254,9 @@ class Learner:
             if not real:
                 continue
             entropy_sum += float(entropy[mask].sum())
+            if from_update:
+                diff_sum = float((logp_old - recorded)[mask].abs().sum())
+                weighted[ROLLOUT_DIFF] = weighted.get(ROLLOUT_DIFF, 0.0) + diff_sum / total
             share = float(mask.sum()) / total
             for name, value in loss_metrics.items():
                 if name != "actor/pg_loss":

@@ -25,6 +25,22 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim if callable(trim) else None
 
 
+M_MMAP_THRESHOLD = -3
+"""glibc's `mallopt` parameter number of the mmap threshold."""
+LARGE_ALLOCATION = 1 << 20
+"""Allocations from this size (bytes) get their own mapping under `map_large_allocations`."""
+
+
+def map_large_allocations(threshold: int = LARGE_ALLOCATION) -> bool:
+    """Serve every allocation of at least `threshold` bytes from its own mapping, so that freeing it returns it to the
+    OS at once; whether the C library could. glibc's default threshold starts at 128 KB but rises to the size of
+    each mapped block freed (up to 32 MB), after which activations, gradients and temporaries come from the heap and,
+    freed, stay in the process between and within phases (docs/design/033); setting it fixes it."""
+    name = ctypes.util.find_library("c")
+    mallopt = getattr(ctypes.CDLL(name), "mallopt", None) if name else None
+    return bool(callable(mallopt) and mallopt(M_MMAP_THRESHOLD, threshold))
+
+
 def release_memory() -> bool:
     """Collect garbage, then return the heap's free memory to the OS; whether the C library could trim."""
     gc.collect()

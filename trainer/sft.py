@@ -11,6 +11,7 @@ from typing import Literal
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from trainer.adamw import AdamwImpl, make_adamw
 from trainer.backends.base import SamplingSettings
 from trainer.backends.hf import HFBackend
 from trainer.learner_dist import LogprobModel
@@ -71,16 +72,22 @@ def _token_budget_batches(examples: Sequence[Example], batch_tokens: int, rng: r
     """One shuffled epoch cut into batches of at most `batch_tokens` tokens (at least one example each)."""
     order = list(examples)
     rng.shuffle(order)
-    batches: list[list[Example]] = [[]]
+    return _pack(order, batch_tokens)
+
+
+def _pack(examples: Sequence[Example], token_budget: int) -> list[list[Example]]:
+    """`examples` in order, cut into consecutive parts of at most `token_budget` tokens (at least one example each;
+    0: one part)."""
+    parts: list[list[Example]] = [[]]
     used = 0
-    for example in order:
+    for example in examples:
         size = len(example[0]) + len(example[1])
-        if batches[-1] and used + size > batch_tokens:
-            batches.append([])
+        if parts[-1] and 0 < token_budget < used + size:
+            parts.append([])
             used = 0
-        batches[-1].append(example)
+        parts[-1].append(example)
         used += size
-    return batches
+    return parts
 
 
 def sft_train(
@@ -99,6 +106,8 @@ def sft_train(
     schedule: LrSchedule = "constant",
     cpu_bf16: bool = False,
     targets_only: bool = True,
+    adamw: AdamwImpl = "auto",
+    micro_batch_tokens: int = 0,
 ) -> dict[str, float]:
     """Train `model` in place for `steps` AdamW steps; returns {first_loss, last_loss, steps, tokens, seconds}.
 
@@ -107,7 +116,9 @@ def sft_train(
     steps. `schedule`: `constant` (`lr` throughout) or `cosine` (linear warm-up over the first
     `WARMUP_SHARE` of the steps, then cosine decay to `FINAL_LR_SHARE` x `lr`). `cpu_bf16`: forward and backward
     under bf16 autocast on the CPU (fp32 weights and AdamW state; `precision.cpu_bf16`). `targets_only`: see
-    `response_loss`.
+    `response_loss`. `adamw`: torch's AdamW implementation (`trainer.adamw`; auto: fused on the CPU).
+    `micro_batch_tokens`: each batch's forward and backward in parts of at most this many tokens (at least one
+    example each), gradients accumulated to the whole batch's (0: the batch at once); activations scale with it.
     """
     if not examples:
         raise ValueError("sft_train needs at least one example")
@@ -116,7 +127,7 @@ def sft_train(
     rng = random.Random(seed)
     torch.manual_seed(seed)
     device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = make_adamw(model.parameters(), lr=lr, weight_decay=weight_decay, impl=adamw, device=device)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: lr_factor(schedule, done, steps))
     model.train()
     pending: list[list[Example]] = []
@@ -126,17 +137,23 @@ def sft_train(
     for step in range(1, steps + 1):
         if not pending:
             pending = _token_budget_batches(examples, batch_tokens, rng)
-        ids, mask, labels = (t.to(device) for t in _collate(pending.pop(), tokenizer.pad_token_id))
-        with autocast(device, cpu_bf16):
-            loss = response_loss(model, ids, mask, labels, targets_only=targets_only)
+        batch = pending.pop()
+        labelled = sum(len(response) for _, response in batch)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = 0.0
+        for part in _pack(batch, micro_batch_tokens):
+            ids, mask, labels = (t.to(device) for t in _collate(part, tokenizer.pad_token_id))
+            with autocast(device, cpu_bf16):
+                part_loss = response_loss(model, ids, mask, labels, targets_only=targets_only)
+            share = sum(len(response) for _, response in part) / labelled
+            (part_loss * share).backward()  # the batch's mean over labelled tokens, accumulated
+            loss += float(part_loss.detach()) * share
+            tokens += int(mask.sum())
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         optimizer.step()
         current_lr = float(scheduler.get_last_lr()[0])
         scheduler.step()
-        losses.append(loss.item())
-        tokens += int(mask.sum())
+        losses.append(loss)
         if log_fn is not None and (step % log_every == 0 or step == steps):
             log_fn({"step": float(step), "loss": losses[-1], "grad_norm": float(grad_norm), "lr": current_lr})
     model.eval()

@@ -7,6 +7,10 @@ the same quantity teacher-forced, and the two agree to float precision.
 With `kv_cache_mb`, the keys and values of each generated row are kept (`KVStore`) and a later prompt that
 extends one (a full-context chat's next turn) prefills only its new tokens. `score()` runs one forward per
 longest row of a prefix chain and reads every contained row's log-probs from it (docs/design/019).
+
+With `decode_attention`, the decode steps (one new token a row) run that attention implementation and the prefill
+and `score()` the model's own: on the CPU, SDPA's flash kernel spends most of a one-query step (docs/design/029),
+transformers' eager attention does not (docs/design/033).
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ class HFBackend:
         stop: Sequence[str] = (),
         batch_size: int = 64,
         kv_cache_mb: float = 0,
+        decode_attention: str | None = None,
     ) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
@@ -114,6 +119,10 @@ class HFBackend:
         self._stop = _StopMatcher(set(eos_token_ids), stop, tokenizer)
         self.kv_store = KVStore(int(kv_cache_mb * 1024 * 1024)) if kv_cache_mb > 0 else None
         """Keys and values kept between `generate` calls (None: off)."""
+        self.decode_attention = decode_attention
+        self._dropped: list[tuple[torch.nn.Parameter, torch.Size]] | None = None
+        """The parameters a level-2 `sleep` freed, with their shapes, until `update_weights` (None: loaded)."""
+        """Attention implementation of the decode steps (`backend.decode_attention`; None: the model's own)."""
         self.memory_events: deque[str] = deque(maxlen=64)
         """The latest sleep / wake / weight-load calls, in order (the colocated schedule, docs/gpu.md)."""
 
@@ -127,6 +136,7 @@ class HFBackend:
         stop: Sequence[str] = (),
         batch_size: int = 64,
         kv_cache_mb: float = 0,
+        decode_attention: str | None = None,
     ) -> HFBackend:
         """Load the model (in `dtype`: bf16 on the CPU when `precision.cpu_bf16` says so) and tokenizer from a
         local HF folder."""
@@ -141,6 +151,7 @@ class HFBackend:
             stop=stop,
             batch_size=batch_size,
             kv_cache_mb=kv_cache_mb,
+            decode_attention=decode_attention,
         )
 
     @torch.inference_mode()
@@ -148,6 +159,7 @@ class HFBackend:
         """Sample a response per prompt (see `GenerationBackend.generate`), `batch_size` prompts at a time."""
         if any(not prompt for prompt in prompts):
             raise ValueError("every prompt needs at least one token")
+        self._check_weights()
         generator = torch.Generator(device=self.device)
         generator.manual_seed(secrets.randbits(63) if sampling.seed is None else sampling.seed)
         results: list[Generation] = []
@@ -167,43 +179,49 @@ class HFBackend:
         reasons: list[FinishReason] = ["length"] * n
         active = list(range(n))
         step_ids, step_positions = ids, positions
-        for _ in range(sampling.max_new_tokens):
-            out = self.model(
-                input_ids=step_ids,
-                attention_mask=mask,
-                position_ids=step_positions,
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,  # the prompt's other positions' logits would be B x L x V (10 GB at batch 64)
-            )
-            logits = out.logits[:, -1, :].float()
-            logp = torch.log_softmax(logits, dim=-1)
-            chosen = sample_next(
-                logits,
-                temperature=sampling.temperature,
-                top_k=sampling.top_k,
-                top_p=sampling.top_p,
-                generator=generator,
-            )
-            chosen_logp = logp.gather(-1, chosen[:, None]).squeeze(-1)
-            top = torch.topk(logp, min(top_logprobs, logp.shape[-1]), dim=-1) if top_logprobs else None
-            chosen_list, chosen_logp_list = chosen.tolist(), chosen_logp.tolist()
-            still_active = []
-            for i in active:
-                tokens[i].append(chosen_list[i])
-                logprobs[i].append(chosen_logp_list[i])
-                if top is not None:
-                    tops[i].append(list(zip(top.indices[i].tolist(), top.values[i].tolist(), strict=True)))
-                if self._stop.stopped(tokens[i]):
-                    reasons[i] = "stop"
-                else:
-                    still_active.append(i)
-            active = still_active
-            if not active:
-                break
-            step_ids = chosen[:, None]
-            step_positions = step_positions[:, -1:] + 1
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
+        own = self.model.config._attn_implementation
+        try:
+            for step in range(sampling.max_new_tokens):
+                if step == 1 and self.decode_attention is not None:
+                    self.model.set_attn_implementation(self.decode_attention)
+                out = self.model(
+                    input_ids=step_ids,
+                    attention_mask=mask,
+                    position_ids=step_positions,
+                    past_key_values=cache,
+                    use_cache=True,
+                    logits_to_keep=1,  # the prompt's other positions' logits would be B x L x V (10 GB at batch 64)
+                )
+                logits = out.logits[:, -1, :].float()
+                logp = torch.log_softmax(logits, dim=-1)
+                chosen = sample_next(
+                    logits,
+                    temperature=sampling.temperature,
+                    top_k=sampling.top_k,
+                    top_p=sampling.top_p,
+                    generator=generator,
+                )
+                chosen_logp = logp.gather(-1, chosen[:, None]).squeeze(-1)
+                top = torch.topk(logp, min(top_logprobs, logp.shape[-1]), dim=-1) if top_logprobs else None
+                chosen_list, chosen_logp_list = chosen.tolist(), chosen_logp.tolist()
+                still_active = []
+                for i in active:
+                    tokens[i].append(chosen_list[i])
+                    logprobs[i].append(chosen_logp_list[i])
+                    if top is not None:
+                        tops[i].append(list(zip(top.indices[i].tolist(), top.values[i].tolist(), strict=True)))
+                    if self._stop.stopped(tokens[i]):
+                        reasons[i] = "stop"
+                    else:
+                        still_active.append(i)
+                active = still_active
+                if not active:
+                    break
+                step_ids = chosen[:, None]
+                step_positions = step_positions[:, -1:] + 1
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
+        finally:
+            self.model.set_attn_implementation(own)
         if self.kv_store is not None:
             self._keep(kept, cache, mask, [list(p) + t[:-1] for p, t in zip(prompts, tokens, strict=True)])
         return [Generation(tokens[i], logprobs[i], tops[i] if top_logprobs else None, reasons[i]) for i in range(n)]
@@ -247,6 +265,7 @@ class HFBackend:
             raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
         if any(not prompt for prompt in prompts):
             raise ValueError("every prompt needs at least one token")
+        self._check_weights()
         rows = [list(p) + list(r) for p, r in zip(prompts, responses, strict=True)]
         leaves, leaf_of = prefix_leaves(rows)
         scores: list[list[float]] = [[] for _ in rows]
@@ -288,17 +307,38 @@ class HFBackend:
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
         """Copy the learner's weights in (strict: names and shapes must match; cast to this model's dtype);
         the kept keys and values belong to the old weights and are dropped."""
+        self._allocate_weights()
         self.model.load_state_dict(dict(state_dict), strict=True)
+        self._dropped = None
         if self.kv_store is not None:
             self.kv_store.clear()
         self.memory_events.append("load_weights")
 
     def sleep(self, level: int) -> None:
-        """Drop the kept keys and values; recorded in `memory_events`."""
+        """Drop the kept keys and values; level 2 frees the weights too, as vLLM's level 2 discards them (the
+        colocated learner update runs meanwhile): the next `update_weights` brings new ones, and generating or
+        scoring before it raises. Recorded in `memory_events`."""
         if self.kv_store is not None:
             self.kv_store.clear()
+        if level >= 2 and self._dropped is None:
+            self._dropped = [(p, p.shape) for p in self.model.parameters()]
+            for param, _ in self._dropped:
+                param.data = param.data.new_empty(0)
         self.memory_events.append(f"sleep:{level}")
 
     def wake_up(self, tags: list[str] | None = None) -> None:
-        """Nothing to reallocate; recorded in `memory_events`."""
+        """Reallocate the weights a level-2 sleep freed (tag `weights`; their values come with the next
+        `update_weights`); recorded in `memory_events`."""
+        if tags is None or "weights" in tags:
+            self._allocate_weights()
         self.memory_events.append("wake:" + ",".join(tags or ["all"]))
+
+    def _allocate_weights(self) -> None:
+        """Storage of the original shapes for weights a level-2 sleep freed (values unset)."""
+        for param, shape in self._dropped or []:
+            if param.numel() != shape.numel():
+                param.data = param.data.new_empty(shape)
+
+    def _check_weights(self) -> None:
+        if self._dropped is not None:
+            raise RuntimeError("the hf backend's weights were freed by sleep(2): update_weights must come first")

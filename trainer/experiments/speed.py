@@ -1,6 +1,7 @@
-"""`trainer bench --speed`: the CPU paths before and after docs/design/019 and 029 (fp32, no kept cache, one forward
-per scored row, learner and SFT logits at every position) against bf16 + kept KV cache + prefix-shared scoring +
-logits at supervised tokens only, per model, in the same run.
+"""`trainer bench --speed`: the CPU paths before and after docs/design/019, 029 and 033 (fp32, no kept cache, one
+forward per scored row, learner and SFT logits at every position) against bf16 + kept KV cache + eager attention in
+decode steps + prefix-shared scoring + logits at supervised tokens only + the learner's logp_old from its update's
+forward, per model, in the same run.
 
 Per model and path, a fresh process (so its peak RSS is its own) measures generation tokens/s over `sessions`
 full-context chats of `turns` turns, teacher-scoring tokens/s of those chats' turns, `Learner.step` tokens/s
@@ -23,6 +24,7 @@ from typing import Any
 
 import torch
 
+from trainer.adamw import AdamwImpl
 from trainer.precision import cpu_bf16, cpu_bf16_flags
 
 
@@ -56,6 +58,10 @@ class PathSpec:
     share_prefixes: bool
     supervised_only: bool
     """Learner and SFT project to the vocabulary only at supervised tokens (docs/design/029)."""
+    decode_attention: str | None = None
+    """Attention of the generation's decode steps (`backend.decode_attention`; None: the model's own, SDPA)."""
+    adamw: AdamwImpl = "loop"
+    """Learner's and SFT's AdamW implementation (`optim.adamw`; `loop`: torch's CPU default, the path before)."""
 
 
 OLD = PathSpec(
@@ -71,8 +77,11 @@ def new_path(setting: str = "auto") -> PathSpec:
     """The new path: bf16 as `precision.cpu_bf16: <setting>` decides here, kept cache, shared prefixes."""
     bf16 = cpu_bf16(setting, "cpu")  # type: ignore[arg-type]
     precision = "bf16" if bf16 else "fp32"
-    name = f"new: {precision}, kept cache, shared prefixes, logits at supervised tokens only"
-    return PathSpec(name, bf16, 1024, True, True)
+    name = (
+        f"new: {precision}, kept cache, eager decode attention, shared prefixes, logits at supervised tokens only, "
+        "fused AdamW"
+    )
+    return PathSpec(name, bf16, 1024, True, True, "eager", "auto")
 
 
 def _best(fn: Any, repeats: int, warm_up: Any = None) -> float:
@@ -110,7 +119,8 @@ def _rollout_rates(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[st
 
     dtype = torch.bfloat16 if path.bf16 else torch.float32
     # no EOS: every chat turn generates exactly `new_tokens`, so both paths do the same work
-    backend = HFBackend(load_model(model_dir, dtype=dtype), eos_token_ids=[], pad_token_id=0, batch_size=64)
+    model = load_model(model_dir, dtype=dtype)
+    backend = HFBackend(model, eos_token_ids=[], pad_token_id=0, batch_size=64, decode_attention=path.decode_attention)
     vocab = int(backend.model.config.vocab_size)
     rows: list[tuple[list[int], list[int]]] = []
 
@@ -138,8 +148,9 @@ def _rollout_rates(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[st
     }
 
 
-def _learner_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
-    """`Learner.step` tokens/s (GRPO; the new path recomputes logp_old, as a bf16 rollout makes it)."""
+def _learner_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes, from_update: bool = True) -> float:
+    """`Learner.step` tokens/s (GRPO). The bf16 path wants the learner's own logp_old, as a bf16 rollout makes it:
+    from the update's forward (`from_update`, docs/design/033) or from a separate recompute forward (029)."""
     from trainer.config import ObjectiveConfig, OptimConfig
     from trainer.experiments.bench import synthetic_batch
     from trainer.learner import Learner
@@ -150,7 +161,7 @@ def _learner_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
         model, rows=sizes.learner_rows, prompt=sizes.learner_prompt, response=sizes.learner_response
     )
     objective = ObjectiveConfig.model_validate({"name": "grpo", "reduction": "token-mean"})
-    optim = OptimConfig.model_validate({"lr": 1e-6})
+    optim = OptimConfig.model_validate({"lr": 1e-6, "logp_old_from_update": from_update, "adamw": path.adamw})
     learner = Learner(
         model,
         objective,
@@ -186,6 +197,7 @@ def _sft_rate(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> float:
             batch_tokens=sizes.sft_batch_tokens,
             cpu_bf16=path.bf16,
             targets_only=path.supervised_only,
+            adamw=path.adamw,
         )
     return sft["tokens"] / sft["seconds"]
 
@@ -195,6 +207,8 @@ def _measure(model_dir: str, path: PathSpec, sizes: SpeedSizes) -> dict[str, flo
     torch.manual_seed(0)
     result = _rollout_rates(model_dir, path, sizes)
     result["learner_tokens_per_s"] = _learner_rate(model_dir, path, sizes)
+    if path.bf16:
+        result[LEARNER_RECOMPUTE] = _learner_rate(model_dir, path, sizes, from_update=False)
     result["sft_tokens_per_s"] = _sft_rate(model_dir, path, sizes)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
@@ -292,7 +306,7 @@ def run_speed_bench(
     for name, folder in models.items():
         old_row = measure_in_process(folder, OLD, sizes)
         new_row = measure_in_process(folder, new, sizes)
-        ratios = {key: new_row[key] / old_row[key] for key, _, _ in MEASURES}
+        ratios = {key: new_row[key] / old_row[base] for key, _, _, base in MEASURES if key in new_row}
         result["models"][name] = {
             "old": old_row,
             "new": new_row,
@@ -307,14 +321,18 @@ def run_speed_bench(
     return result
 
 
+LEARNER_RECOMPUTE = "learner_recompute_tokens_per_s"
+"""The bf16 path's learner with a separate logp_old recompute forward (029's new path), against the same old one."""
 MEASURES = (
-    ("generation_tokens_per_s", "generation tokens/s", 4.0),
-    ("scoring_tokens_per_s", "teacher scoring tokens/s", 4.0),
-    ("learner_tokens_per_s", "learner tokens/s", 3.0),
-    ("sft_tokens_per_s", "SFT tokens/s", 3.0),
-    ("peak_rss_mb", "peak RSS MB", 0.0),
+    ("generation_tokens_per_s", "generation tokens/s", 4.0, "generation_tokens_per_s"),
+    ("scoring_tokens_per_s", "teacher scoring tokens/s", 4.0, "scoring_tokens_per_s"),
+    ("learner_tokens_per_s", "learner tokens/s", 3.0, "learner_tokens_per_s"),
+    (LEARNER_RECOMPUTE, "learner tokens/s, separate logp_old recompute (029)", 3.0, "learner_tokens_per_s"),
+    ("sft_tokens_per_s", "SFT tokens/s", 3.0, "sft_tokens_per_s"),
+    ("peak_rss_mb", "peak RSS MB", 0.0, "peak_rss_mb"),
 )
-"""(key, label, the issue's goal for new / old; 0: no goal)."""
+"""(key in the new path's results, label, the issue's goal for new / old (0: no goal), the old path's key it is
+measured against); a key the new path did not measure (no bf16 here: no recompute) is left out."""
 
 
 def speed_markdown(result: dict[str, Any]) -> str:
@@ -322,21 +340,24 @@ def speed_markdown(result: dict[str, Any]) -> str:
     sizes = result["sizes"]
     lines = [
         "# Trainer speed benchmark: CPU bf16, kept KV cache, shared-prefix scoring, supervised-only logits "
-        "(docs/design/019, 029)\n",
+        "(docs/design/019, 029, 033)\n",
         f"CPU, {result['threads']} torch threads, bf16 flags: {', '.join(result['cpu_bf16_flags']) or 'none'}. "
         f"Old path: {result['paths']['old']}. New path: {result['paths']['new']}. Each path in its own process, "
         f"same run. Generation: {sizes['sessions']} sequences, {sizes['turns']}-turn full-context chats "
         f"({sizes['prompt']}-token first prompt, {sizes['new_tokens']} new tokens and a {sizes['follow_up']}-token "
         f"follow-up a turn); scoring: every turn of those chats; learner: {sizes['learner_rows']} rows of "
-        f"{sizes['learner_prompt']} + {sizes['learner_response']} tokens (new path: with the logp_old recompute); "
+        f"{sizes['learner_prompt']} + {sizes['learner_response']} tokens, GRPO (new path: logp_old from the "
+        "update's forward, docs/design/033, and, on its own row, from a separate recompute forward, 029); "
         f"SFT: {sizes['sft_steps']} steps of ~{sizes['sft_batch_tokens']} tokens.\n",
         "| model | measure | old | new | new / old | goal |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for name, row in result["models"].items():
-        for key, label, goal in MEASURES:
+        for key, label, goal, base in MEASURES:
+            if key not in row["new"]:
+                continue
             lines.append(
-                f"| {name} | {label} | {row['old'][key]:.0f} | {row['new'][key]:.0f} | {row['ratio'][key]:.2f}x | "
+                f"| {name} | {label} | {row['old'][base]:.0f} | {row['new'][key]:.0f} | {row['ratio'][key]:.2f}x | "
                 + (f">= {goal:.0f}x |" if goal else "<= 4096 (quickstart) |" if key == "peak_rss_mb" else "|")
             )
     lines += [

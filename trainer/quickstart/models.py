@@ -139,6 +139,8 @@ def sft_from_expert(
         log_fn=on_step,
         log_every=log_every,
         cpu_bf16=cpu_bf16(config.precision.cpu_bf16, "cpu"),
+        adamw=config.optim.adamw,
+        micro_batch_tokens=config.optim.micro_batch_tokens,  # the learner's budget bounds the SFT's activations too
     )
     result.update(exact_match_before=before, exact_match_after=evaluate_exact_match(model, tokenizer, held_out))
     out.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from trainer.config import TrainerConfig, load_config
 from trainer.driver import train
 from trainer.eval import EvalResult, evaluate, write_eval
-from trainer.memory import release_memory
+from trainer.memory import map_large_allocations, release_memory
 from trainer.progress import Phases, bar, quiet_libraries
 from trainer.quickstart.models import (
     STUDENT,
@@ -165,7 +165,9 @@ def plan_env_overrides(plan: ModelPlan, env: str) -> list[str]:
 
 
 def _settle_process(plan: ModelPlan, verbose: bool) -> None:
-    """The plan's torch threads; libraries quiet unless `verbose`."""
+    """Large allocations mapped on their own (freed, they leave the process: its phases peak apart); the plan's torch
+    threads; libraries quiet unless `verbose`."""
+    map_large_allocations()
     if plan.threads:
         import torch
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -29,22 +31,47 @@ def _chat(
     return history
 
 
-def _backends(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, mb: float) -> tuple[HFBackend, HFBackend]:
-    def build(kv_cache_mb: float) -> HFBackend:
+def _backends(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, mb: float, decode_attention: str | None = None
+) -> tuple[HFBackend, HFBackend]:
+    """A backend keeping `mb` of cache (decode steps under `decode_attention`) and one as before: no kept cache, the
+    model's own attention throughout."""
+
+    def build(kv_cache_mb: float, attention: str | None) -> HFBackend:
         return HFBackend(
-            model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id, kv_cache_mb=kv_cache_mb
+            model,
+            eos_token_ids=[tokenizer.eos_token_id],
+            pad_token_id=tokenizer.pad_token_id,
+            kv_cache_mb=kv_cache_mb,
+            decode_attention=attention,
         )
 
-    return build(mb), build(0)
+    return build(mb, decode_attention), build(0, None)
 
 
+@pytest.mark.parametrize("decode_attention", [None, "eager"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_kept_cache_gives_the_same_tokens_and_logprobs(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]], temperature: float
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[list[int]],
+    temperature: float,
+    decode_attention: str | None,
 ) -> None:
-    cached, fresh = _backends(model, tokenizer, 64)
+    """fp32: the kept cache, with decode steps under eager attention or the model's own (SDPA), gives today's
+    tokens and log-probs (fresh prefills, SDPA throughout)."""
+    cached, fresh = _backends(model, tokenizer, 64, decode_attention)
     sampling = SamplingSettings(max_new_tokens=6, temperature=temperature, seed=5)
-    got, want = _chat(cached, prompts, sampling, 4), _chat(fresh, prompts, sampling, 4)
+    used: list[str] = []
+    hook = model.register_forward_pre_hook(lambda module, _: used.append(module.config._attn_implementation))
+    try:
+        got = _chat(cached, prompts, sampling, 4)
+    finally:
+        hook.remove()
+    want = _chat(fresh, prompts, sampling, 4)
+    assert model.config._attn_implementation == "sdpa"  # given back after each batch
+    # per turn: the prefill in the model's own attention, then 5 decode steps in `decode_attention`
+    assert used == (["sdpa"] + [decode_attention or "sdpa"] * 5) * 4
     for turn_got, turn_want in zip(got, want, strict=True):
         for (p1, r1, l1), (p2, r2, l2) in zip(turn_got, turn_want, strict=True):
             assert (p1, r1) == (p2, r2)
@@ -113,3 +140,27 @@ def test_prefix_leaves_maps_each_row_to_the_longest_row_containing_it() -> None:
     leaves, leaf_of = prefix_leaves(rows)
     assert sorted(leaves) == [1, 4, 5]
     assert [leaves[k] for k in leaf_of] == [1, 1, 4, 1, 4, 5]
+
+
+def test_a_level_two_sleep_frees_the_weights_until_new_ones_are_loaded(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
+) -> None:
+    """The colocated learner update's order (docs/gpu.md): sleep(2), the update, wake(weights), the weights pushed,
+    wake(kv_cache); a level-1 sleep (the teacher's) keeps them."""
+    state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    backend, _ = _backends(copy.deepcopy(model), tokenizer, 64)
+    greedy = SamplingSettings(max_new_tokens=5, temperature=0.0)
+    want = backend.generate(prompts, greedy)
+    backend.sleep(1)
+    assert backend.generate(prompts, greedy) == want
+    backend.sleep(2)
+    assert sum(p.numel() for p in backend.model.parameters()) == 0
+    with pytest.raises(RuntimeError, match="update_weights must come first"):
+        backend.score(prompts, [g.token_ids for g in want])
+    backend.wake_up(["weights"])
+    with pytest.raises(RuntimeError, match="update_weights must come first"):
+        backend.generate(prompts, greedy)
+    backend.update_weights(state)
+    backend.wake_up(["kv_cache"])
+    assert backend.generate(prompts, greedy) == want
+    assert list(backend.memory_events) == ["sleep:1", "sleep:2", "wake:weights", "load_weights", "wake:kv_cache"]

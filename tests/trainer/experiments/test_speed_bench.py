@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.experiments.speed import OLD, PathSpec, SpeedSizes, _measure, matmul_probe, speed_markdown
+from trainer.experiments.speed import (
+    LEARNER_RECOMPUTE,
+    OLD,
+    PathSpec,
+    SpeedSizes,
+    _measure,
+    matmul_probe,
+    speed_markdown,
+)
 from trainer.models.tiny import TinyModels
 
 SMALL = SpeedSizes(
@@ -25,8 +33,10 @@ SMALL = SpeedSizes(
 def test_both_paths_measure_every_rate_and_the_page_shows_their_ratio(tiny_models: TinyModels) -> None:
     new = PathSpec("new", bf16=True, kv_cache_mb=16, share_prefixes=True, supervised_only=True)
     old, fresh = _measure(str(tiny_models.student), OLD, SMALL), _measure(str(tiny_models.student), new, SMALL)
-    assert set(old) == set(fresh) and all(value > 0 for value in [*old.values(), *fresh.values()])
+    # the bf16 path also measures its learner with a separate logp_old recompute (029), against the same old one
+    assert set(fresh) == {*old, LEARNER_RECOMPUTE} and all(value > 0 for value in [*old.values(), *fresh.values()])
     ratio = {key: fresh[key] / old[key] for key in old}
+    ratio[LEARNER_RECOMPUTE] = fresh[LEARNER_RECOMPUTE] / old["learner_tokens_per_s"]
     old.update(load_before=1.5, load_after=2.5)
     fresh.update(load_before=2.5, load_after=3.0)
     diff = {
@@ -48,3 +58,7 @@ def test_both_paths_measure_every_rate_and_the_page_shows_their_ratio(tiny_model
     assert f"{ratio['generation_tokens_per_s']:.2f}x | >= 4x |" in page
     assert "| tiny | 0.1000 | 0.2000 | 0.3000 | 0.4000 |" in page
     assert "| tiny | 1.5 -> 2.5 | 2.5 -> 3.0 |" in page
+    recompute = f"| tiny | learner tokens/s, separate logp_old recompute (029) | {old['learner_tokens_per_s']:.0f} |"
+    assert f"{recompute} {fresh[LEARNER_RECOMPUTE]:.0f} | {ratio[LEARNER_RECOMPUTE]:.2f}x | >= 3x |" in page
+    del fresh[LEARNER_RECOMPUTE]  # a path without bf16 measures no recompute: its row is left out
+    assert "separate logp_old recompute (029) |" not in speed_markdown(result)

@@ -122,7 +122,7 @@ def test_recomputed_logp_old_makes_the_first_ratio_one(tiny_models: TinyModels, 
     plain = _learner(tiny_models.student, "opd", budget=4096)
     assert abs(plain.step(engine)["actor/ratio_mean"] - 1.0) > 1e-4
     learner = _learner(tiny_models.student, "opd", budget=4096)
-    learner.recompute_logp_old = True
+    learner.recompute_logp_old, learner.logp_old_from_update = True, False
     fixed, metrics = learner.recompute_old_logprobs(engine)
     assert metrics["actor/rollout_logp_abs_diff"] > 0
     torch.testing.assert_close(fixed.logp_old[batch.loss_mask], batch.logp_old[batch.loss_mask], atol=1e-4, rtol=0)
@@ -141,6 +141,7 @@ def test_supervised_positions_step_equals_the_every_position_step(tiny_models: T
     for supervised in (True, False):
         learner = _learner(tiny_models.student, "atod", budget=64)
         learner.recompute_logp_old, learner.supervised_positions = True, supervised
+        learner.logp_old_from_update = False
         before = torch.cat([p.detach().flatten() for p in learner.model.parameters()])
         metrics = learner.step(batch)
         results.append((metrics, torch.cat([p.detach().flatten() for p in learner.model.parameters()]) - before))
@@ -150,18 +151,74 @@ def test_supervised_positions_step_equals_the_every_position_step(tiny_models: T
     assert torch.linalg.norm(got_update - want_update) <= 1e-3 * torch.linalg.norm(want_update)
 
 
+def _step_and_update(learner: Learner, batch: TokenBatch) -> tuple[dict[str, float], torch.Tensor]:
+    before = torch.cat([p.detach().flatten() for p in learner.model.parameters()])
+    metrics = learner.step(batch)
+    return metrics, torch.cat([p.detach().flatten() for p in learner.model.parameters()]) - before
+
+
+@pytest.mark.parametrize("objective", ["grpo", "atod"])
+def test_on_policy_step_equals_the_recompute_step(tiny_models: TinyModels, batch: TokenBatch, objective: str) -> None:
+    """fp32, one update per step: taking the ratio's logp_old from the update's own forward (no recompute forward)
+    gives the metrics and weight update of the separate recompute (docs/design/033). GRPO from a rollout whose
+    numbers differ (bf16-rounded): its advantages do not read logp_old, so nothing else may differ. ATOD's
+    advantages read the rollout's log-probs on the fast path: here the rollout recorded the learner's own numbers
+    (an fp32 engine), so the recompute reproduces them. Micro-batches of 64 tokens split trajectories."""
+    reference = _learner(tiny_models.student, objective, budget=64)
+    reference.recompute_logp_old = True
+    if objective == "grpo":
+        rollout = dataclasses.replace(batch, logp_old=batch.logp_old.bfloat16().float().clamp(max=0.0))
+    else:
+        rollout, _ = reference.recompute_old_logprobs(batch)
+    results = []
+    for from_update in (True, False):
+        learner = _learner(tiny_models.student, objective, budget=64)
+        learner.recompute_logp_old, learner.logp_old_from_update = True, from_update
+        assert learner.separate_recompute is not from_update
+        results.append(_step_and_update(learner, rollout))
+    (got, got_update), (want, want_update) = results
+    assert got["actor/ratio_mean"] == 1.0 and got["actor/clipfrac"] == 0.0
+    assert got["actor/rollout_logp_abs_diff"] > (1e-4 if objective == "grpo" else -1.0)
+    for key in sorted(want):
+        if key != "learner/step_s":
+            assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-6), key
+    assert set(got) == set(want)
+    assert torch.linalg.norm(got_update - want_update) <= 1e-4 * torch.linalg.norm(want_update)
+
+
+def test_logp_old_comes_from_the_update_only_with_one_update_per_step(tiny_models: TinyModels) -> None:
+    model = load_model(tiny_models.student)
+    for epochs, recompute, from_update, on_policy in [
+        (1, True, True, True),
+        (2, True, True, False),  # the second update's ratio needs the first one's parameters: recompute
+        (1, True, False, False),
+        (1, False, True, False),  # the rollout's numbers are the learner's: nothing recomputed
+    ]:
+        optim = OptimConfig(epochs=epochs, logp_old_from_update=from_update)
+        learner = Learner(model, ObjectiveConfig(name="grpo"), optim, recompute_logp_old=recompute)
+        assert learner.on_policy_ratio is on_policy
+        assert learner.separate_recompute is (recompute and not on_policy)
+
+
 def test_recompute_defaults_to_on_only_for_another_engine() -> None:
     assert OptimConfig().recompute("vllm") and not OptimConfig().recompute("hf")
     assert OptimConfig(recompute_logp_old=True).recompute("hf")
     assert not OptimConfig(recompute_logp_old=False).recompute("vllm")
 
 
+@pytest.mark.parametrize("on_policy", [False, True])
 def test_turn_gradients_average_to_the_update_gradient_and_the_audit_changes_nothing(
-    tiny_models: TinyModels, batch: TokenBatch
+    tiny_models: TinyModels, batch: TokenBatch, on_policy: bool
 ) -> None:
+    """`on_policy`: a bf16-rounded rollout whose logp_old the learner replaces with its update's own (the audit's
+    ratio must be the update's, 1, for the turn gradients to average to the update's gradient)."""
     from trainer.gradient_audit import COSINE, DROPPED_GRAD_NORM_SHARE, PROJECTION, audit, turn_gradients
 
     learner = _learner(tiny_models.student, "opd", budget=1 << 20, reduction="turn-mean-token-mean")
+    if on_policy:
+        batch = dataclasses.replace(batch, logp_old=batch.logp_old.bfloat16().float().clamp(max=0.0))
+        learner.recompute_logp_old = True
+        assert learner.on_policy_ratio
     before = {n: p.detach().clone() for n, p in learner.model.named_parameters()}
     rng = torch.get_rng_state()
     rows = batch.num_rows
@@ -183,7 +240,7 @@ def test_turn_gradients_average_to_the_update_gradient_and_the_audit_changes_not
 
     # G over every turn is the update's own gradient (turn-mean-token-mean, before clipping)
     advantages, _ = learner.spec.compute(batch, learner.hyperparameters, step=0)
-    learner._accumulate(batch, advantages, batch_loss_weights(batch, learner.reduction))
+    learner._accumulate(batch, advantages, batch_loss_weights(batch, learner.reduction), from_update=on_policy)
     update = torch.cat([p.grad.reshape(-1) for p in learner.model.parameters() if p.grad is not None]).double()
     assert torch.allclose(pool, update, rtol=1e-4, atol=1e-7)
     assert audit(learner, batch, [True] * rows, [True] * rows)[PROJECTION] == pytest.approx(1.0)

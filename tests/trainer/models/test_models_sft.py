@@ -117,3 +117,22 @@ def test_sft_follows_the_cosine_schedule(tokenizer: PreTrainedTokenizerBase) -> 
     logged: list[dict[str, float]] = []
     sft_train(model, tokenizer, examples, steps=20, lr=1e-2, log_fn=logged.append, log_every=1, schedule="cosine")
     assert [entry["lr"] for entry in logged] == pytest.approx([1e-2 * lr_factor("cosine", d, 20) for d in range(20)])
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_micro_batches_accumulate_the_whole_batch_step(tokenizer: PreTrainedTokenizerBase) -> None:
+    """fp32: a batch's forward and backward in parts of at most 24 tokens (one or two examples each) takes the step
+    of the whole batch at once: the same losses and weights."""
+    pairs = [_pair(v, r, n) for v, r, n in itertools.product(VERBS[:2], RECEPTACLES[:3], range(1, 3))]
+    examples = [(tokenizer.encode(p), [*tokenizer.encode(r), tokenizer.eos_token_id]) for p, r in pairs]
+    results = []
+    for micro in (0, 24):
+        model = make_tiny_model(tokenizer, hidden=64, layers=2, seed=0)
+        result = sft_train(model, tokenizer, examples, steps=2, lr=1e-2, batch_tokens=128, micro_batch_tokens=micro)
+        results.append((result, [p.detach() for p in model.parameters()]))
+    (whole, want), (split, got) = results
+    assert split["first_loss"] == pytest.approx(whole["first_loss"], rel=1e-5)
+    assert split["last_loss"] == pytest.approx(whole["last_loss"], rel=1e-5)
+    assert split["tokens"] == whole["tokens"]
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
