@@ -3,7 +3,8 @@
 Each round the model plays `tasks` training games (the next ones in turn, wrapping around) at `temperature`, the
 server's expert labels every state it reached (`trainer.rollout.dagger`), the labels join those of earlier rounds,
 and the model continues SFT for `steps` on the expert's own turns plus every label so far (Ross et al. 2011's
-aggregation; training continues from the current model rather than restarting).
+aggregation; training continues from the current model rather than restarting). `labels_per_state` caps the labels
+of each distinct state of an episode (a loop's repeated turns; 0: every turn labelled).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Dagger:
     """Peak learning rate of each round's SFT (cosine)."""
     temperature: float = 0.4
     """Sampling temperature of the rounds' play (the held-out evaluation's)."""
+    labels_per_state: int = 0
+    """At most this many labels of each distinct state (observation, expert action) of an episode; 0: every turn."""
 
 
 def dagger_rounds(
@@ -75,16 +78,20 @@ def dagger_rounds(
                     max_new_tokens=config.rollout.max_new_tokens, temperature=dagger.temperature, seed=seed + index
                 )
                 played, _ = worker.run([(game, seed) for game in chosen], sampling, 1)
-                labelled = label_all(worker.port, played, max_turns=config.env.max_turns)
+                labelled = label_all(
+                    worker.port, played, max_turns=config.env.max_turns, labels_per_state=dagger.labels_per_state
+                )
             finally:
                 worker.close()
             labels += labelled_examples(labelled, tokenizer)
             turns = sum(len(one.actions) for one in labelled)
+            repeats = sum(one.repeats for one in labelled)
             record = {
                 "round": float(index + 1),
                 "play_success": sum(t.won for t in played) / len(played),
                 "labelled_turns": float(turns),
-                "agreement": sum(one.agreed for one in labelled) / max(turns, 1),
+                "repeated_turns": float(repeats),
+                "agreement": sum(one.agreed for one in labelled) / max(turns + repeats, 1),
                 "diverged": float(sum(one.diverged for one in labelled)),
                 "play_seconds": time.perf_counter() - start,
             }

@@ -75,8 +75,9 @@ def test_a_rung_reads_its_dagger_rounds() -> None:
     assert teacher.dagger.rounds > 0 and 0 < teacher.dagger.temperature <= 1
     assert LadderSpec.load("webshop").teacher.dagger == Dagger()  # none unless a spec says so
     assert Rung.from_dict(
-        {"hidden": 8, "layers": 1, "read_steps": 0, "sft_steps": 1, "dagger": {"rounds": 2}}
-    ).dagger == (Dagger(rounds=2))
+        {"hidden": 8, "layers": 1, "read_steps": 0, "sft_steps": 1, "dagger": {"rounds": 2, "labels_per_state": 1}}
+    ).dagger == (Dagger(rounds=2, labels_per_state=1))
+    assert Dagger().labels_per_state == 0  # every turn labelled unless a spec caps the loops
 
 
 @pytest.mark.slow
@@ -95,4 +96,5 @@ def test_make_ladder_runs_its_dagger_rounds_on_alfworld(tmp_path: Path) -> None:
     rounds = record["teacher"]["dagger"]
     assert [r["round"] for r in rounds] == [1, 2] and "dagger" not in record["student"]
     assert all(r["labelled_turns"] >= 3 and r["diverged"] == 0 and r["sft_steps"] == 1 for r in rounds)
+    assert all(r["repeated_turns"] == 0 for r in rounds)  # no cap: every turn labelled
     assert record["held_out"]["teacher"]["samples"] == 2

@@ -21,13 +21,14 @@ def config_for(build: Callable[..., TrainerConfig], server: str) -> TrainerConfi
     return build(server, env={"max_turns": TURNS, "options": {"expert_order": "listed"}})
 
 
-def expert_trajectory(worker: RolloutWorker, task_id: str) -> Trajectory:
-    """A trajectory whose actions are the expert's own (prompts left empty)."""
+def expert_trajectory(worker: RolloutWorker, task_id: str, loop: str = "") -> Trajectory:
+    """A trajectory whose actions are the expert's own, or `loop` every turn (prompts: the turn's index)."""
     trajectory = Trajectory(task_id, group=0, seed=0)
     view = worker.port.start(task_id, seed=0, max_steps=TURNS)
     while len(trajectory.turns) < TURNS and (plan := worker.port.expert(view.session_id)):
-        view = worker.port.step(view.session_id, plan[0])
-        trajectory.turns.append(Turn([len(trajectory.turns)], [], [], plan[0], plan[0], view.text))
+        action = loop or plan[0]
+        view = worker.port.step(view.session_id, action)
+        trajectory.turns.append(Turn([len(trajectory.turns)], [], [], action, action, view.text))
         if view.won:
             break
     worker.port.end(view.session_id)
@@ -66,3 +67,21 @@ def test_the_policys_turns_are_labelled_with_the_experts_action_from_its_state(
     assert [prompt for prompt, _ in examples] == own.prompts
     assert tokenizer.decode(examples[0][1][:-1]) == f"<action>{own.actions[0]}</action>"
     assert all(response[-1] == tokenizer.eos_token_id for _, response in examples)
+
+
+@pytest.mark.slow
+def test_a_loop_is_labelled_once_per_state_under_labels_per_state(
+    alfworld_server: str, alfworld_config: Callable[..., TrainerConfig]
+) -> None:
+    worker = RolloutWorker(config_for(alfworld_config, alfworld_server), alfworld_server)
+    try:
+        task = worker.task_ids("train", ["pick_and_place_simple"])[0]
+        looping = expert_trajectory(worker, task, loop="look")  # the intro, then the same room TURNS - 1 times
+        every = expert_labels(worker.port, looping, max_turns=TURNS)
+        capped = expert_labels(worker.port, looping, max_turns=TURNS, labels_per_state=1)
+    finally:
+        worker.close()
+    assert len(looping.turns) == TURNS and len({turn.observation for turn in looping.turns}) == 1
+    assert len(set(every.actions)) == 1 and every.prompts == [[0], [1], [2], [3]] and every.repeats == 0
+    assert capped.prompts == [[0], [1]] and capped.actions == every.actions[:2] and capped.repeats == TURNS - 2
+    assert capped.agreed == every.agreed
