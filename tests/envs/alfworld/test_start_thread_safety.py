@@ -7,8 +7,8 @@ this raised IndexError / FailedToken inside TatSu within a few starts).
 
 from __future__ import annotations
 
-import sys
-import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from envhub.core.environment import TaskSpec
 from envhub.core.session import Session
@@ -34,32 +34,19 @@ def _play(kind: AlfWorldKind, task: TaskSpec, expert: str) -> list[str]:
     return texts
 
 
-def test_starts_beside_steps_leave_every_observation_as_alone(kind: AlfWorldKind) -> None:
+def test_starts_beside_steps_leave_every_observation_as_alone(
+    kind: AlfWorldKind, starts_beside: Callable[[Callable[[int], None]], AbstractContextManager[list[Exception]]]
+) -> None:
     tasks = kind.tasks("train")
     played, started = tasks[:4], tasks[4:10]
     experts = ["observed", "planner"]
     alone = {(task.task_id, expert): _play(kind, task, expert) for task in played for expert in experts}
-    stop, failures = threading.Event(), []
 
-    def start_sessions() -> None:
-        turn = 0
-        while not stop.is_set():
-            _forget_parses()
-            try:
-                Session.start(kind, started[turn % len(started)])
-            except Exception as error:
-                failures.append(error)
-            turn += 1
+    def start(turn: int) -> None:
+        _forget_parses()
+        Session.start(kind, started[turn % len(started)])
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.001)  # as a worker with a start thread runs
-    starter = threading.Thread(target=start_sessions)
-    starter.start()
-    try:
+    with starts_beside(start) as failures:
         beside = {(task.task_id, expert): _play(kind, task, expert) for task in played for expert in experts}
-    finally:
-        stop.set()
-        starter.join()
-        sys.setswitchinterval(interval)
     assert failures == []
     assert beside == alone

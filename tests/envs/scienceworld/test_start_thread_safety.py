@@ -9,8 +9,8 @@ seeding and its draws change that step's observation, and the replays of restore
 
 from __future__ import annotations
 
-import sys
-import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import pytest
 
@@ -39,7 +39,9 @@ def _first_text(kind: ScienceWorldKind, task_id: str) -> str:
 
 
 @pytest.mark.slow
-def test_starts_beside_steps_leave_every_observation_as_alone(kind: ScienceWorldKind) -> None:
+def test_starts_beside_steps_leave_every_observation_as_alone(
+    kind: ScienceWorldKind, starts_beside: Callable[[Callable[[int], None]], AbstractContextManager[list[Exception]]]
+) -> None:
     source = Session.start(kind, kind.task(RANDOM_TASK), seed=3)
     walk = source.expert_actions()[:WALK]
     for action in walk:
@@ -49,32 +51,18 @@ def test_starts_beside_steps_leave_every_observation_as_alone(kind: ScienceWorld
     seeds = (1, 2, 3)
     alone = {seed: _walk(kind, walk, seed) for seed in seeds}
     started_alone = {task_id: _first_text(kind, task_id) for task_id in STARTED}
-    stop, failures, restores = threading.Event(), [], []
+    restores: list[str] = []
     started: dict[str, set[str]] = {task_id: set() for task_id in STARTED}
 
-    def start_sessions() -> None:
-        turn = 0
-        while not stop.is_set():
-            try:
-                task_id = STARTED[turn % len(STARTED)]
-                started[task_id].add(_first_text(kind, task_id))
-                restored = Session.restore(kind, state)
-                restores.append(restored.observation.text)
-                restored.close()
-            except Exception as error:
-                failures.append(error)
-            turn += 1
+    def start(turn: int) -> None:
+        task_id = STARTED[turn % len(STARTED)]
+        started[task_id].add(_first_text(kind, task_id))
+        restored = Session.restore(kind, state)
+        restores.append(restored.observation.text)
+        restored.close()
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.001)  # as a worker with a start thread runs
-    starter = threading.Thread(target=start_sessions)
-    starter.start()
-    try:
+    with starts_beside(start) as failures:
         beside = {seed: _walk(kind, walk, seed) for seed in seeds}
-    finally:
-        stop.set()
-        starter.join()
-        sys.setswitchinterval(interval)
     assert failures == []
     assert restores and set(restores) == {alone[3][-1]}
     assert beside == alone
