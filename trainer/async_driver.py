@@ -210,7 +210,9 @@ def train_async(config: TrainerConfig, *, progress: bool = True) -> TrainResult:
 def _learn(config: TrainerConfig, actors: _Actors, out: Path, resume_from: str | None, progress: bool) -> TrainResult:
     group = actors.group
     start = group.global_step()
-    sampler = TaskSampler(training_tasks(config, group), config.seed, start_draw=start * config.rollout.tasks_per_step)
+    sampler = TaskSampler(
+        training_tasks(config.env, group), config.seed, start_draw=start * config.rollout.tasks_per_step
+    )
     sampler_lock = threading.Lock()
 
     def next_tasks() -> list[tuple[str, int]]:

@@ -278,7 +278,7 @@ def _run(args: argparse.Namespace) -> int:
         from trainer.driver import train
         from trainer.models.missing import check_models
 
-        check_models(config, args.config)
+        check_models(config.models, args.config)
         run = train(config, progress=not args.no_progress)
         print(json.dumps({"output_dir": str(run.output_dir), "step": run.final_step, "checkpoint": run.checkpoint}))
         return 0

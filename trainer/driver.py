@@ -109,7 +109,7 @@ def _loop(
 ) -> TrainResult:
     start = workers.global_step()
     draws = start * config.rollout.tasks_per_step
-    sampler = TaskSampler(training_tasks(config, workers), config.seed, start_draw=draws)
+    sampler = TaskSampler(training_tasks(config.env, workers), config.seed, start_draw=draws)
     composer = SyncGroups(config.prompt.context)
     eval_tasks = held_out_tasks(config, workers) if config.eval.every else {}
     logger = MetricsLogger.for_run(config, out)

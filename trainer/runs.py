@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from trainer.config import TrainerConfig
+from trainer.config import EnvConfig, TrainerConfig
 from trainer.rollout import Trajectory
 from trainer.rollout.local_server import LocalServer
 
@@ -69,10 +69,10 @@ class TaskSource(Protocol):
     def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]: ...
 
 
-def training_tasks(config: TrainerConfig, workers: TaskSource) -> list[str]:
+def training_tasks(env: EnvConfig, workers: TaskSource) -> list[str]:
     """Task ids to train on: the explicit list, else the train split (first `max_tasks`)."""
-    ids = list(config.env.task_ids) or workers.task_ids(config.env.train_split, config.env.families)
-    return ids[: config.env.max_tasks] if config.env.max_tasks else ids
+    ids = list(env.task_ids) or workers.task_ids(env.train_split, env.families)
+    return ids[: env.max_tasks] if env.max_tasks else ids
 
 
 @contextlib.contextmanager

@@ -53,7 +53,7 @@ def measure(config: TrainerConfig, steps: int) -> dict[str, Any]:
     with env_targets(config) as targets:
         branching = WorkerGroup(config, targets)
         try:
-            tasks = TaskSampler(training_tasks(config, branching), config.seed)
+            tasks = TaskSampler(training_tasks(config.env, branching), config.seed)
             plan = [tasks.sample(config.rollout.tasks_per_step) for _ in range(steps)]
             for step, step_tasks in enumerate(plan):
                 mains, _, metrics = branch_rollout(branching, step_tasks, _sampling(config, step), step)

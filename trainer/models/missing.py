@@ -15,7 +15,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from trainer.config import ConfigError, TrainerConfig
+from trainer.config import ConfigError, ModelsConfig
 from trainer.quickstart.plans import LADDER, PLANS, default_models_dir
 
 QUICKSTART_FOLDERS = ("student-warm", "teacher-sft", "smollm2-135m-instruct")
@@ -60,9 +60,9 @@ def remedy(path: str, config_name: str) -> str:
     return f"trainer make-models --config {config} --out {out} (then point models.* at a folder it makes)"
 
 
-def check_models(config: TrainerConfig, config_name: str) -> None:
-    """Raise `ModelsNotFound` naming each missing model folder of `config` and the command that makes it."""
-    named = {"models.student": config.models.student, "models.teacher": config.models.teacher}
+def check_models(models: ModelsConfig, config_name: str) -> None:
+    """Raise `ModelsNotFound` naming each missing model folder of `models` and the command that makes it."""
+    named = {"models.student": models.student, "models.teacher": models.teacher}
     missing = {field: path for field, path in named.items() if path and not is_model(path)}
     if missing:
         lines = [

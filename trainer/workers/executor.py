@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast
 
-from trainer.config import TrainerConfig
+from trainer.config import RayConfig, TrainerConfig
 from trainer.workers.placement import Slot
 
 LOCAL_RAY_START_ATTEMPTS = 3
@@ -135,7 +135,7 @@ class RayExecutor:
     def __init__(self, config: TrainerConfig) -> None:
         import ray
 
-        init_ray(config)
+        init_ray(config.ray)
         self._ray = ray
         self._timeout_s = config.placement.ready_timeout_s
         self._strategy = config.placement.strategy
@@ -197,23 +197,23 @@ def make_executor(config: TrainerConfig) -> Executor:
     return RayExecutor(config) if config.ray.enabled else LocalExecutor()
 
 
-def init_ray(config: TrainerConfig) -> None:
+def init_ray(settings: RayConfig) -> None:
     """Connect to `ray.address`, or start a local Ray (auth off, object store capped); `ray.runtime_env`
     applies to every actor (the job's default runtime environment)."""
     import ray
 
     if ray.is_initialized():
         return
-    runtime_env = dict(config.ray.runtime_env) or None
-    if config.ray.address:
-        ray.init(address=config.ray.address, runtime_env=runtime_env)
+    runtime_env = dict(settings.runtime_env) or None
+    if settings.address:
+        ray.init(address=settings.address, runtime_env=runtime_env)
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     for attempt in range(1, LOCAL_RAY_START_ATTEMPTS + 1):
         try:
             ray.init(
                 num_cpus=max(2, os.cpu_count() or 2),
-                object_store_memory=config.ray.object_store_mb * 1024 * 1024,
+                object_store_memory=settings.object_store_mb * 1024 * 1024,
                 include_dashboard=False,
                 log_to_driver=False,
                 runtime_env=runtime_env,

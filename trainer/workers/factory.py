@@ -9,7 +9,7 @@ import torch
 from envhub.client import Sessions
 from envhub.client.formats import action_format
 from trainer.backends.base import GenerationBackend
-from trainer.config import TrainerConfig
+from trainer.config import BackendConfig, PlacementConfig, TrainerConfig
 from trainer.precision import model_dtype
 from trainer.prompts import PromptRenderer
 from trainer.rollout import RolloutSettings
@@ -39,15 +39,15 @@ def vllm_engine_kwargs(config: TrainerConfig) -> dict[str, Any]:
     }
 
 
-def bucket_bytes(config: TrainerConfig) -> int:
+def bucket_bytes(backend: BackendConfig) -> int:
     """Most bytes of one weight-sync chunk (`backend.weight_bucket_mb`)."""
-    return int(config.backend.weight_bucket_mb * 1024 * 1024)
+    return int(backend.weight_bucket_mb * 1024 * 1024)
 
 
-def teacher_parallel_size(config: TrainerConfig) -> int:
+def teacher_parallel_size(placement: PlacementConfig) -> int:
     """The teacher engine's tensor-parallel size: its GPUs in split mode, else 1."""
-    placed = config.placement.mode == "split" and config.placement.learner_gpus > 0
-    return config.placement.teacher_gpus if placed else 1
+    placed = placement.mode == "split" and placement.learner_gpus > 0
+    return placement.teacher_gpus if placed else 1
 
 
 def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBackend:
@@ -67,7 +67,7 @@ def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBacke
             weight_transfer=sync if sync in ("ipc", "nccl") else None,
             sleep_mode=sleeps(config),
             tensor_parallel_size=config.backend.tensor_parallel_size,
-            bucket_bytes=bucket_bytes(config),
+            bucket_bytes=bucket_bytes(config.backend),
         )
     device = resolve_device(config.backend.device)
     return make_backend(

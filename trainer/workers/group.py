@@ -74,7 +74,7 @@ class WorkerGroup:
             self.executor,
             self.learners,
             self.rollout_workers,
-            bucket_bytes=bucket_bytes(config),
+            bucket_bytes=bucket_bytes(config.backend),
             engine_world_size=config.backend.tensor_parallel_size,
         )
         self.weight_sync.connect()

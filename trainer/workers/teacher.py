@@ -26,7 +26,7 @@ class TeacherWorker:
                 config.models.teacher,
                 **vllm_engine_kwargs(config),
                 sleep_mode=sleeps(config),
-                tensor_parallel_size=teacher_parallel_size(config),
+                tensor_parallel_size=teacher_parallel_size(config.placement),
             )
         else:
             device = resolve_device(config.backend.device)

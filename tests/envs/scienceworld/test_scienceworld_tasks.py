@@ -128,7 +128,7 @@ def test_trainer_selects_the_type_split_and_never_trains_a_held_out_type(kind: S
 
     overrides = ["env.name=scienceworld", "env.families=[]", "env.max_tasks=0", "env.train_split=type-train"]
     config = load_config("quickstart.yaml", [*overrides, "env.eval_split=type-heldout", "eval.num_tasks=2000"])
-    trained = {task.partition("/")[0] for task in training_tasks(config, Listing())}
+    trained = {task.partition("/")[0] for task in training_tasks(config.env, Listing())}
     [held_out] = held_out_tasks(config, Listing()).values()
     evaluated = {task.partition("/")[0] for task in held_out}
     assert trained == set(catalog.TRAINING_TYPES) and evaluated == set(catalog.HELD_OUT_TYPES)

@@ -49,7 +49,7 @@ def test_every_shipped_config_has_its_models_or_names_the_command_that_makes_the
         if config.backend.device == "cuda" or config.models.student.startswith("/"):
             continue  # GPU configs (gpu.md) and absolute model paths of a cluster
         try:
-            check_models(config, path.name)
+            check_models(config.models, path.name)
             ready.append(path.name)
         except ModelsNotFound as exc:
             assert "does not exist; make it with: trainer " in str(exc), path.name
@@ -57,9 +57,9 @@ def test_every_shipped_config_has_its_models_or_names_the_command_that_makes_the
     assert sorted(ready) == sorted(FROM_QUICKSTART)
     smollm2 = load_config("quickstart-smollm2.yaml")
     with pytest.raises(ModelsNotFound, match="make it with: trainer quickstart --model smollm2\n"):
-        check_models(smollm2, "quickstart-smollm2.yaml")
+        check_models(smollm2.models, "quickstart-smollm2.yaml")
     with pytest.raises(ModelsNotFound, match="make it with: trainer quickstart --model ladder --env alfworld\n"):
-        check_models(load_config("quickstart-ladder.yaml"), "quickstart-ladder.yaml")
+        check_models(load_config("quickstart-ladder.yaml").models, "quickstart-ladder.yaml")
 
 
 def test_a_missing_model_names_its_command(fresh_checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -120,8 +120,8 @@ def test_local_ray_start_is_retried_only_when_the_raylet_missed_its_start_window
     monkeypatch.setattr(ray, "init", fake_init)
     monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
     config = load_config("quickstart.yaml")
-    init_ray(config)
+    init_ray(config.ray)
     assert calls == ["init", "shutdown"] * (LOCAL_RAY_START_ATTEMPTS - 1) + ["init"]
     errors = iter([ValueError("bad runtime_env")])
     with pytest.raises(ValueError, match="bad runtime_env"):  # any other failure is not retried
-        init_ray(config)
+        init_ray(config.ray)
