@@ -186,7 +186,8 @@ def _parser() -> argparse.ArgumentParser:
         "--compare-tree",
         default=None,
         help="percall: also serve from this envhub source tree (e.g. `git archive` of an earlier commit), its "
-        "calls interleaved with this tree's",
+        "calls interleaved with this tree's; failover: also kill replicas served from it (batched, cold and warm), "
+        "their kills interleaved with this tree's",
     )
     bench.add_argument(
         "--compare-loops",
@@ -200,6 +201,11 @@ def _parser() -> argparse.ArgumentParser:
         "or uvloop",
     )
     bench.add_argument("--kills", type=int, default=5, help="failover: replica kills timed per recovery mode")
+    bench.add_argument(
+        "--recovery-only",
+        action="store_true",
+        help="failover: only the kills of the default recovery (batched, cold and warm) and the restores alone",
+    )
     searchqa_cli.add_parser(sub)
     return parser
 
@@ -351,7 +357,14 @@ def _bench(args: argparse.Namespace) -> int:
 
         run_failover_bench(
             FailoverBenchSettings(
-                args.env, args.out, args.sessions or 1024, args.group_size, workers=args.workers, kills=args.kills
+                args.env,
+                args.out,
+                args.sessions or 1024,
+                args.group_size,
+                workers=args.workers,
+                kills=args.kills,
+                recovery_only=args.recovery_only,
+                compare_tree=args.compare_tree,
             )
         )
         return 0

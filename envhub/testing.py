@@ -12,7 +12,8 @@ use; the mark is a file in the gate folder, so every process sees it). With `hel
 reset onto one of them (a create, reset, restore or fork) goes through the gate (a slow session start), and
 `concurrent_starts` lets the worker apply starts on their own thread. Configured `version` (the version it
 reports, default "1") and `changed_at` (from that count on the observation text reads differently), it stands
-for a new version of itself, with the same or other dynamics (restores across versions).
+for a new version of itself, with the same or other dynamics (restores across versions). Configured `closes` (a
+file), each session's close appends a line "session" to it and the kind's close a line "kind" (how a worker ends).
 
 Episode: the observation is "<task_id> seed <seed>: <count>"; any action but `win` and
 `wait` adds one to the count; `win` ends the episode with reward `success_reward`.
@@ -124,10 +125,13 @@ def pass_gate(gate: Path) -> None:
 class ToyEnvironment(Environment):
     """A counter; see the module docstring."""
 
-    def __init__(self, gate: Path | None, changed_at: int = 0, held: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, gate: Path | None, changed_at: int = 0, held: frozenset[str] = frozenset(), closes: Path | None = None
+    ) -> None:
         self._gate = gate
         self._changed_at = changed_at
         self._held = held
+        self._closes = closes
         self._task = TaskSpec("", "", 0)
         self._seed = 0
         self._count = 0
@@ -174,6 +178,16 @@ class ToyEnvironment(Environment):
         self.reset(task, seed=seed, options=options)
         self._count = int(json.loads(state)["count"])
 
+    def close(self) -> None:
+        _record_close(self._closes, "session")
+
+
+def _record_close(closes: Path | None, what: str) -> None:
+    """Append `what` to the `closes` file, when configured."""
+    if closes is not None:
+        with closes.open("a", encoding="utf-8") as record:
+            record.write(what + "\n")
+
 
 class ToyKind(EnvironmentKind):
     """Tasks "count/<i>" in splits train and test; configuration `tasks` and `gate`."""
@@ -192,6 +206,7 @@ class ToyKind(EnvironmentKind):
         "changed_at": "from this count on, the observation text differs (default 0: never)",
         "held_starts": "comma-separated task ids whose reset (create, reset, restore, fork) blocks on the gate",
         "concurrent_starts": "1: the worker applies session starts on their own thread (default 0)",
+        "closes": "file each session's close appends a line 'session' to, and the kind's close a line 'kind'",
     }
 
     def __init__(
@@ -203,6 +218,7 @@ class ToyKind(EnvironmentKind):
         changed_at: int = 0,
         held_starts: str = "",
         concurrent_starts: bool = False,
+        closes: str | None = None,
     ) -> None:
         if tasks < 1:
             raise ValueError(f"toy.tasks must be at least 1, not {tasks}")
@@ -216,6 +232,7 @@ class ToyKind(EnvironmentKind):
         if (self._unprepared or self._held) and self._gate is None:
             raise ValueError("toy.unprepared and toy.held_starts need toy.gate")
         self.concurrent_starts = concurrent_starts
+        self._closes = Path(closes) if closes else None
         self.version = version
         self._changed_at = changed_at
         self._config = {
@@ -234,7 +251,8 @@ class ToyKind(EnvironmentKind):
             str(config.get("held_starts", "")),
             str(config.get("concurrent_starts", "0")).lower() in ("1", "true"),
         )
-        return cls(tasks, config.get("gate"), str(config.get("unprepared", "")), version, changed_at, held, concurrent)
+        unprepared, closes = str(config.get("unprepared", "")), config.get("closes")
+        return cls(tasks, config.get("gate"), unprepared, version, changed_at, held, concurrent, closes)
 
     def config(self) -> Mapping[str, str]:
         return dict(self._config)
@@ -261,4 +279,7 @@ class ToyKind(EnvironmentKind):
             self._mark(task).touch()
 
     def create(self) -> Environment:
-        return ToyEnvironment(self._gate, self._changed_at, self._held)
+        return ToyEnvironment(self._gate, self._changed_at, self._held, self._closes)
+
+    def close(self) -> None:
+        _record_close(self._closes, "kind")

@@ -129,8 +129,11 @@ class ServerProcess(PortFileProcess):
         python_args: Sequence[str] = (),
         source_tree: str | None = None,
     ) -> None:
+        # -P: with another tree on PYTHONPATH, the current directory (maybe this checkout) must not come first
+        interpreter = [sys.executable, *(["-P"] if source_tree else []), *python_args]
+
         def command(port_file: str) -> list[str]:
-            line = [sys.executable, *python_args, "-m", "envhub.cli", "--log-level", "WARNING", "serve"]
+            line = [*interpreter, "-m", "envhub.cli", "--log-level", "WARNING", "serve"]
             line += ["--env", environment, "--port", "0", "--port-file", port_file, "--workers", str(workers)]
             return [*line, "--max-sessions", str(max_sessions), *extra]
 

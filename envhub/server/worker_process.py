@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import os
 import signal
 import sys
 import threading
@@ -272,19 +273,20 @@ def _answer(state: WorkerState, answers: _Answers, inbox: Lanes, item: Item) -> 
 
 def _read(
     conn: Connection, state: WorkerState, preparer: Preparer, inbox: Lanes, answers: _Answers, start_thread: bool
-) -> None:
+) -> bool:
     """The reading thread: operations into `inbox` (its lanes), unprepared creations via the preparer. It applies
     and answers a quick operation itself when the serving thread is idle (`Lanes.take_now`), and with
     `start_thread` (a start thread serves the slow lane) every operation that is not queued behind a slow one.
 
-    Ends (and so ends the worker) at Stop, when the server's end of the pipe closes, or on a bad message.
+    Ends (and so ends the worker) at Stop (True), or when the server went away: its end of the pipe closed, or a
+    bad message (False).
     """
     try:
         while True:
             item: Item = conn.recv()
             call_id, op = item
             if isinstance(op, ops.Stop):
-                break
+                return True
             unprepared = state.unprepared_task(op)
             if unprepared is not None:
                 session_id, task = unprepared
@@ -292,14 +294,14 @@ def _read(
                 preparer.prepare(task, functools.partial(inbox.put, item))
             elif start_thread:
                 if not inbox.put_slow(item) and not answers.send(call_id, _apply(state, op)):
-                    break
+                    return False
             elif inbox.take_now(item):
                 if not _answer(state, answers, inbox, item):
-                    break
+                    return False
             else:
                 inbox.put(item)
     except (EOFError, OSError):
-        pass
+        return False
     finally:
         inbox.close()
 
@@ -311,8 +313,8 @@ def _serve(state: WorkerState, answers: _Answers, inbox: Lanes, take: Callable[[
             break
 
 
-def serve(state: WorkerState, conn: Connection, preparer: Preparer, start_thread: bool) -> None:
-    """Read and apply operations until the server stops or goes away.
+def serve(state: WorkerState, conn: Connection, preparer: Preparer, start_thread: bool) -> bool:
+    """Read and apply operations until the server stops (True) or goes away (False).
 
     One reading thread fills the lanes, served by this thread (the reading thread applies a quick operation
     itself when this one is idle); or, with `start_thread`, a start thread serves the slow lane while this
@@ -320,20 +322,36 @@ def serve(state: WorkerState, conn: Connection, preparer: Preparer, start_thread
     """
     answers, inbox = _Answers(conn), Lanes()
     if not start_thread:
+        stopped: list[bool] = []
         reader = threading.Thread(
-            target=_read, args=(conn, state, preparer, inbox, answers, False), name="envhub-read", daemon=True
+            target=lambda: stopped.append(_read(conn, state, preparer, inbox, answers, False)),
+            name="envhub-read",
+            daemon=True,
         )
         reader.start()
         _serve(state, answers, inbox, inbox.get)
-        return
+        reader.join()  # it closed the inbox, so it has ended or is ending
+        return stopped == [True]
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     starts = threading.Thread(target=_serve, args=(state, answers, inbox, inbox.get_slow), name="envhub-starts")
     starts.start()
     try:
-        _read(conn, state, preparer, inbox, answers, True)
+        return _read(conn, state, preparer, inbox, answers, True)
     finally:
         inbox.close()  # the start thread ends once its lane is empty
         starts.join()
+
+
+def _leave(state: WorkerState) -> None:
+    """End a worker whose server went away without a Stop (killed, crashed): no answer will be read, so its
+    sessions are not closed one by one and the interpreter is not torn down (for 256 ALFWorld sessions that
+    took ~0.4 s of CPU per worker, on a machine whose other replicas are taking the sessions over: design note
+    035); only the kind's own resources outside the process (e.g. ScienceWorld's JVM) are closed."""
+    try:
+        state.kind.close()
+    finally:
+        logging.shutdown()
+        os._exit(0)
 
 
 def worker_main(
@@ -362,9 +380,12 @@ def worker_main(
         gc.set_threshold(*state.kind.gc_thresholds)
     conn.send(ops.Reply(value=state.catalog))
     preparer = Preparer(environment, config, state.kind)
+    stopped = True
     try:
         preparer.ahead(list(state.kind.tasks_to_prepare())[index::workers])
-        serve(state, conn, preparer, state.kind.concurrent_starts and not inline_starts)
+        stopped = serve(state, conn, preparer, state.kind.concurrent_starts and not inline_starts)
     finally:
         preparer.close()
+        if not stopped:
+            _leave(state)
         state.shutdown()

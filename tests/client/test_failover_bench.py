@@ -35,3 +35,21 @@ def test_the_failover_bench_moves_the_killed_half_and_changes_no_result(tmp_path
     assert (
         "| batched restores (concurrency 32), cold | 1 | 8 |" in (tmp_path / "envhub-failover-recovery.md").read_text()
     )
+
+
+def test_recovery_only_times_the_batched_kills_alone(tmp_path: Path) -> None:
+    result = run_failover_bench(
+        FailoverBenchSettings("alfworld", str(tmp_path), sessions=16, kills=1, replay_bounds=(6,), recovery_only=True)
+    )
+
+    assert {name for name in result if name.startswith("recovery")} == {"recovery", "recovery_warm"}
+    assert result["overhead_turn_s"] == {} and result["replay_log_overhead"] == []
+    for mode in ("recovery", "recovery_warm"):
+        [kill] = result[mode]["runs"]
+        assert kill["results_equal_undisturbed"] is True and kill["recoveries"] == 8
+        assert kill["steps_to_replay"] == 1, "every turn's snapshots settled before the next: one step to replay"
+    assert result["every_kill_within_target"] == all(
+        result[mode]["runs"][0]["stepping_again_s"] <= 3.0 for mode in ("recovery", "recovery_warm")
+    )
+    table = (tmp_path / "envhub-failover-recovery.md").read_text()
+    assert "| batched restores (concurrency 32), warm | 1 | 8 |" in table
