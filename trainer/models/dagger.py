@@ -3,8 +3,10 @@
 Each round the model plays `tasks` training games (the next ones in turn, wrapping around) at `temperature`, the
 server's expert labels every state it reached (`trainer.rollout.dagger`), the labels join those of earlier rounds,
 and the model continues SFT for `steps` on the expert's own turns plus every label so far (Ross et al. 2011's
-aggregation; training continues from the current model rather than restarting). `labels_per_state` caps the labels
-of each distinct state of an episode (a loop's repeated turns; 0: every turn labelled).
+aggregation; training continues from the current model rather than restarting), or only the labels of the last
+`keep_rounds` rounds (the current model's own states; earlier rounds' come from weaker policies).
+`labels_per_state` caps the labels of each distinct state of an episode (a loop's repeated turns; 0: every turn
+labelled).
 """
 
 from __future__ import annotations
@@ -37,6 +39,14 @@ class Dagger:
     """Sampling temperature of the rounds' play (the held-out evaluation's)."""
     labels_per_state: int = 0
     """At most this many labels of each distinct state (observation, expert action) of an episode; 0: every turn."""
+    keep_rounds: int = 0
+    """SFT on the labels of the last this many rounds only (1: the current model's); 0: every round's (Ross et al.)."""
+
+
+def kept_labels(rounds: Sequence[Sequence[Example]], keep_rounds: int) -> list[Example]:
+    """The labels the next SFT trains on: those of the last `keep_rounds` rounds (0: every round's), oldest first."""
+    first = max(len(rounds) - keep_rounds, 0) if keep_rounds else 0
+    return [label for one in rounds[first:] for label in one]
 
 
 def dagger_rounds(
@@ -63,7 +73,7 @@ def dagger_rounds(
 
     play = config.model_copy(deep=True)
     play.rollout.strategy = "group"  # the model plays alone
-    labels: list[Example] = []
+    rounds: list[list[Example]] = []
     records = []
     folder = Path(tempfile.mkdtemp(prefix="dagger-"))
     try:
@@ -83,7 +93,8 @@ def dagger_rounds(
                 )
             finally:
                 worker.close()
-            labels += labelled_examples(labelled, tokenizer)
+            rounds.append(labelled_examples(labelled, tokenizer))
+            labels = kept_labels(rounds, dagger.keep_rounds)
             turns = sum(len(one.actions) for one in labelled)
             repeats = sum(one.repeats for one in labelled)
             record = {
@@ -93,6 +104,7 @@ def dagger_rounds(
                 "repeated_turns": float(repeats),
                 "agreement": sum(one.agreed for one in labelled) / max(turns + repeats, 1),
                 "diverged": float(sum(one.diverged for one in labelled)),
+                "sft_labels": float(len(labels)),
                 "play_seconds": time.perf_counter() - start,
             }
             trained = sft_train(

@@ -12,7 +12,7 @@ from safetensors import safe_open
 
 from trainer.cli import main
 from trainer.config import ConfigError
-from trainer.models.dagger import Dagger
+from trainer.models.dagger import Dagger, kept_labels
 from trainer.models.ladder import RECORD, LadderSpec, Rung, mix_families
 from trainer.models.loading import load_model
 from trainer.models.missing import remedy
@@ -78,6 +78,16 @@ def test_a_rung_reads_its_dagger_rounds() -> None:
         {"hidden": 8, "layers": 1, "read_steps": 0, "sft_steps": 1, "dagger": {"rounds": 2, "labels_per_state": 1}}
     ).dagger == (Dagger(rounds=2, labels_per_state=1))
     assert Dagger().labels_per_state == 0  # every turn labelled unless a spec caps the loops
+    assert Dagger().keep_rounds == 0  # every round's labels unless a spec keeps the last ones only
+
+
+def test_kept_labels_are_the_last_rounds_or_all() -> None:
+    rounds = [[([1], [2])], [([3], [4]), ([5], [6])], [([7], [8])]]
+    assert kept_labels(rounds, 0) == [([1], [2]), ([3], [4]), ([5], [6]), ([7], [8])]
+    assert kept_labels(rounds, 1) == [([7], [8])]
+    assert kept_labels(rounds, 2) == [([3], [4]), ([5], [6]), ([7], [8])]
+    assert kept_labels(rounds, 5) == kept_labels(rounds, 0)
+    assert kept_labels([], 1) == []
 
 
 @pytest.mark.slow
@@ -86,7 +96,8 @@ def test_make_ladder_runs_its_dagger_rounds_on_alfworld(tmp_path: Path) -> None:
     spec = tmp_path / "small.yaml"
     spec.write_text(
         "config: ladder-alfworld.yaml\nexpert_tasks: 6\nvocab_size: 320\nheld_out_turns: 4\n"
-        "teacher: {hidden: 32, layers: 1, read_steps: 0, sft_steps: 2, dagger: {rounds: 2, tasks: 3, steps: 1}}\n"
+        "teacher: {hidden: 32, layers: 1, read_steps: 0, sft_steps: 2, dagger: {rounds: 3, tasks: 3, steps: 1, "
+        "keep_rounds: 2}}\n"
         "student: {hidden: 32, layers: 1, read_steps: 0, sft_steps: 1}\n"
         "levels: {teacher_min: 0.8, student_max: 0.15, eval_tasks: 1, eval_samples: 2}\n"
     )
@@ -94,7 +105,9 @@ def test_make_ladder_runs_its_dagger_rounds_on_alfworld(tmp_path: Path) -> None:
     assert main(["make-models", "--ladder", str(spec), "--out", str(out), "--set", "env.max_turns=12"]) == 0
     record = json.loads((out / RECORD).read_text())
     rounds = record["teacher"]["dagger"]
-    assert [r["round"] for r in rounds] == [1, 2] and "dagger" not in record["student"]
+    assert [r["round"] for r in rounds] == [1, 2, 3] and "dagger" not in record["student"]
     assert all(r["labelled_turns"] >= 3 and r["diverged"] == 0 and r["sft_steps"] == 1 for r in rounds)
     assert all(r["repeated_turns"] == 0 for r in rounds)  # no cap: every turn labelled
+    turns = [r["labelled_turns"] for r in rounds]  # the SFT after round 3 drops round 1's labels
+    assert [r["sft_labels"] for r in rounds] == [turns[0], turns[0] + turns[1], turns[1] + turns[2]]
     assert record["held_out"]["teacher"]["samples"] == 2
