@@ -83,7 +83,7 @@ def dagger_rounds(
                 )
             finally:
                 worker.close()
-            labels += labelled_examples(labelled, tokenizer)
+            labels += labelled_examples(labelled, tokenizer, config.prompt.reply_space)
             turns = sum(len(one.actions) for one in labelled)
             repeats = sum(one.repeats for one in labelled)
             record = {
