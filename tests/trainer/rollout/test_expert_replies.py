@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trainer.models import train_tokenizer
-from trainer.rollout.expert import action_text
+from trainer.prompts import PromptRenderer, PromptState
+from trainer.rollout.expert import ExpertEpisode, action_text, expert_texts, sft_examples
 
 PASSAGE = "Doc 1(Title: Sao Tome and Principe) Its capital is Sao Tome. Its calling code is +239."
 
@@ -38,3 +39,13 @@ def test_a_spaced_answer_is_the_tokens_the_passage_shows() -> None:
     for answer in ("<answer>Sao Tome</answer>", "<answer>+239</answer>"):
         assert not inside(body(action_text(answer)))
         assert inside(body(action_text(answer, spaced=True)))
+
+
+def test_sft_examples_and_the_tokenizers_corpus_take_the_spaced_reply() -> None:
+    episode = ExpertEpisode("t", [PromptState("q?", PASSAGE, [], [])], ["<answer>Sao Tome</answer>"], won=True)
+    renderer = PromptRenderer("searchqa", style="compact")
+    texts = expert_texts([episode], [renderer], spaced=True)
+    assert texts[-1] == "<answer> Sao Tome</answer>"
+    tokenizer = train_tokenizer(texts * 4, vocab_size=400)
+    ((_, response),) = sft_examples([episode], renderer, tokenizer, spaced=True)
+    assert tokenizer.decode(response) == "<answer> Sao Tome</answer><|im_end|>"
