@@ -205,6 +205,11 @@ class PromptConfig(_Section):
         description="Recent (observation, action) pairs shown in history mode (`compact` style: the actions alone).",
     )
     show_admissible: bool = Field(True, description="Ask the server for admissible actions and list them.")
+    reply_space: bool = Field(
+        False,
+        description="Expert replies (SFT targets) put a space after the opening tag (`<answer> Sao Tome</answer>`), "
+        "so that a word copied from the prompt, where a space precedes it, is the same tokens in the reply.",
+    )
     max_prompt_tokens: int = Field(
         1024,
         ge=16,

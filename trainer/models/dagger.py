@@ -93,7 +93,7 @@ def dagger_rounds(
                 )
             finally:
                 worker.close()
-            rounds.append(labelled_examples(labelled, tokenizer))
+            rounds.append(labelled_examples(labelled, tokenizer, config.prompt.reply_space))
             labels = kept_labels(rounds, dagger.keep_rounds)
             turns = sum(len(one.actions) for one in labelled)
             repeats = sum(one.repeats for one in labelled)

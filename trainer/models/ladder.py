@@ -135,7 +135,7 @@ def make_ladder(
         episodes = expert_episodes(config, targets[0], spec.expert_tasks)
         won = [episode for episode in episodes if episode.won]
         log(f"expert: {len(won)} of {len(episodes)} episodes won ({time.perf_counter() - start:.0f} s)")
-        texts = expert_texts(won, [renderer_for(config)])
+        texts = expert_texts(won, [renderer_for(config)], config.prompt.reply_space)
         base = make_tiny_models(
             out / "base",
             texts,
@@ -175,7 +175,9 @@ def _train_rung(
 
     tokenizer = load_tokenizer(source)
     model = load_model(source)
-    examples = sft_examples(episodes, renderer_for(config), tokenizer, config.prompt.max_prompt_tokens)
+    examples = sft_examples(
+        episodes, renderer_for(config), tokenizer, config.prompt.max_prompt_tokens, config.prompt.reply_space
+    )
     held_out, train_set = examples[-spec.held_out_turns :], examples[: -spec.held_out_turns]
     bf16 = cpu_bf16(config.precision.cpu_bf16, "cpu")
     role = out.name

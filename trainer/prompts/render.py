@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envhub.client.formats import ActionFormat, action_format
-from trainer.prompts.templates import COMPACT, COMPACT_FOLLOW_UP, FULL_FOLLOW_UP
+from trainer.prompts.templates import COMPACT, COMPACT_FOLLOW_UP, FULL_FOLLOW_UP, reply_hint
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ class PromptRenderer:
             current_step=step + 1,
             current_observation=state.observation.strip(),
             admissible_actions=admissible,
+            reply_hint=reply_hint(self.format.stop),
         )
 
     def _admissible(self, actions: Sequence[str]) -> str:

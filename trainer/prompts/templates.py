@@ -9,9 +9,18 @@ COMPACT = (
     "Step {current_step}.{action_history}\n"
     "Observation: {current_observation}\n"
     "Actions: {admissible_actions}\n"
-    "Reply with <action>one action</action>."
+    "Reply with {reply_hint}."
 )
-"""Short variant for tiny models (context of a few hundred tokens): the same fields, no instructions prose."""
+"""Short variant for tiny models (context of a few hundred tokens): the same fields, no instructions prose;
+`{reply_hint}` is `reply_hint`'s for the environment's action format."""
+
+
+def reply_hint(stop: tuple[str, ...]) -> str:
+    """The compact prompt's reply line from an action format's stop strings: `<action>one action</action>` for
+    `</action>`; Search-QA's two tags joined by "or"."""
+    tags = [end.removeprefix("</").removesuffix(">") for end in stop]
+    return " or ".join(f"<{tag}>one {tag}</{tag}>" for tag in tags)
+
 
 FULL_FOLLOW_UP = (
     "Observation at step {current_step}: {current_observation}\n"

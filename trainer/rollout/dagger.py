@@ -97,12 +97,14 @@ def label_all(
         return list(pool.map(label, trajectories))
 
 
-def labelled_examples(labelled: Sequence[Labelled], tokenizer: object) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, expert response ids + EOS) pairs for `trainer.sft.sft_train`."""
+def labelled_examples(
+    labelled: Sequence[Labelled], tokenizer: object, spaced: bool = False
+) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, expert response ids + EOS) pairs for `trainer.sft.sft_train` (`spaced`: `action_text`'s)."""
     encode = tokenizer.encode  # type: ignore[attr-defined]
     eos = tokenizer.eos_token_id  # type: ignore[attr-defined]
     return [
-        (prompt, [*encode(action_text(action), add_special_tokens=False), eos])
+        (prompt, [*encode(action_text(action, spaced), add_special_tokens=False), eos])
         for one in labelled
         for prompt, action in zip(one.prompts, one.actions, strict=True)
     ]

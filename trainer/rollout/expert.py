@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -65,29 +66,42 @@ def collect_expert(
         return list(pool.map(play, list(task_ids)))
 
 
-def action_text(action: str) -> str:
-    """The response an agent should give for `action` (what SFT targets); Search-QA actions are already tagged."""
-    return action if action.startswith(("<search>", "<answer>")) else f"<action>{action}</action>"
+def action_text(action: str, spaced: bool = False) -> str:
+    """The response an agent should give for `action` (what SFT targets); Search-QA actions are already tagged.
+
+    `spaced` (`prompt.reply_space`): a space after the opening tag, so that the reply's first word is the same
+    tokens as where the prompt shows it after a space (a byte-level BPE tokenizes `Sao` and ` Sao` differently).
+    """
+    tagged = re.fullmatch(r"<(search|answer)>(.*)</\1>", action, re.DOTALL)
+    tag, body = (tagged.group(1), tagged.group(2)) if tagged else ("action", action)
+    return f"<{tag}>{' ' if spaced else ''}{body}</{tag}>"
 
 
-def expert_texts(episodes: Sequence[ExpertEpisode], renderers: Sequence[PromptRenderer]) -> list[str]:
-    """Every rendered prompt and response of the episodes (tokenizer training corpus)."""
+def expert_texts(
+    episodes: Sequence[ExpertEpisode], renderers: Sequence[PromptRenderer], spaced: bool = False
+) -> list[str]:
+    """Every rendered prompt and response of the episodes (tokenizer training corpus; `spaced`: `action_text`'s)."""
     texts = []
     for episode in episodes:
         for state, action in zip(episode.states, episode.actions, strict=True):
             texts += [renderer.render(state) for renderer in renderers]
-            texts.append(action_text(action))
+            texts.append(action_text(action, spaced))
     return texts
 
 
 def sft_examples(
-    episodes: Sequence[ExpertEpisode], renderer: PromptRenderer, tokenizer: Any, max_prompt_tokens: int = 1024
+    episodes: Sequence[ExpertEpisode],
+    renderer: PromptRenderer,
+    tokenizer: Any,
+    max_prompt_tokens: int = 1024,
+    spaced: bool = False,
 ) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, response ids + EOS) per expert turn, prompts rendered exactly as rollouts render them."""
+    """(prompt ids, response ids + EOS) per expert turn, prompts rendered exactly as rollouts render them (`spaced`:
+    `action_text`'s)."""
     examples = []
     for episode in episodes:
         for state, action in zip(episode.states, episode.actions, strict=True):
             prompt = encode_user_turn(tokenizer, renderer.render(state), max_prompt_tokens)
-            response = list(tokenizer.encode(action_text(action), add_special_tokens=False))
+            response = list(tokenizer.encode(action_text(action, spaced), add_special_tokens=False))
             examples.append((prompt, [*response, tokenizer.eos_token_id]))
     return examples

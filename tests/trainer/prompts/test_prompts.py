@@ -74,6 +74,12 @@ def test_compact_style_is_short_and_lists_actions() -> None:
     assert len(text) < 250
 
 
+def test_compact_style_asks_for_the_environments_own_tags() -> None:
+    assert PromptRenderer("alfworld", style="compact").render(STATE).endswith("Reply with <action>one action</action>.")
+    searchqa = PromptRenderer("searchqa", style="compact").render(PromptState("q?", "obs", [], []))
+    assert searchqa.endswith("Reply with <search>one search</search> or <answer>one answer</answer>.")
+
+
 def test_compact_style_lists_the_last_history_length_actions_without_their_observations() -> None:
     text = PromptRenderer("alfworld", style="compact", history_length=3).render(STATE)
     assert "Step 6. Previous actions: act 3 | act 4 | act 5.\n" in text
