@@ -333,6 +333,11 @@ class HFBackend:
             self._allocate_weights()
         self.memory_events.append("wake:" + ",".join(tags or ["all"]))
 
+    @property
+    def weights_freed(self) -> bool:
+        """A level-2 `sleep` freed the weights and no `update_weights` has brought them back yet."""
+        return self._dropped is not None
+
     def _allocate_weights(self) -> None:
         """Storage of the original shapes for weights a level-2 sleep freed (values unset)."""
         for param, shape in self._dropped or []:

@@ -126,7 +126,8 @@ def sft_from_expert(
     held_out = examples[-len(examples) // 5 :]
     train_set = examples[: -len(held_out)]
     model = load_model(model_dir)
-    before = evaluate_exact_match(model, tokenizer, held_out)
+    bf16 = cpu_bf16(config.precision.cpu_bf16, "cpu")
+    before = evaluate_exact_match(model, tokenizer, held_out, cpu_bf16=bf16)
     result = sft_train(
         model,
         tokenizer,
@@ -138,11 +139,12 @@ def sft_from_expert(
         schedule=schedule,
         log_fn=on_step,
         log_every=log_every,
-        cpu_bf16=cpu_bf16(config.precision.cpu_bf16, "cpu"),
+        cpu_bf16=bf16,
         adamw=config.optim.adamw,
         micro_batch_tokens=config.optim.micro_batch_tokens,  # the learner's budget bounds the SFT's activations too
     )
-    result.update(exact_match_before=before, exact_match_after=evaluate_exact_match(model, tokenizer, held_out))
+    after = evaluate_exact_match(model, tokenizer, held_out, cpu_bf16=bf16)
+    result.update(exact_match_before=before, exact_match_after=after)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

@@ -30,19 +30,26 @@ class TeacherWorker:
             )
         else:
             device = resolve_device(config.backend.device)
-            dtype = model_dtype(config.precision.cpu_bf16, device)
-            self.backend = HFBackend.from_pretrained(config.models.teacher, device=device, dtype=dtype)
+            self._dtype, self._device = model_dtype(config.precision.cpu_bf16, device), device
+            self.backend = HFBackend.from_pretrained(config.models.teacher, device=device, dtype=self._dtype)
+        self._path = config.models.teacher
 
     def ready(self) -> bool:
         """Answers once the worker (and its engine) is built."""
         return True
 
     def sleep(self) -> None:
-        """Colocated mode: offload the frozen weights to CPU and free the KV cache (vLLM level 1)."""
-        self.backend.sleep(1)
+        """Colocated mode, through the learner's update: vLLM offloads the frozen weights to CPU and frees the KV
+        cache (level 1); the hf backend (CPU) frees its weights (level 2: the update's peak memory is the process's,
+        docs/design/036-smollm2-that-learns.md), and `wake_up` reads them again from the model folder."""
+        self.backend.sleep(2 if isinstance(self.backend, HFBackend) else 1)
 
     def wake_up(self) -> None:
-        """Bring the weights and KV cache back."""
+        """Bring the weights and KV cache back (the hf backend: the frozen weights read again from disk)."""
+        if isinstance(self.backend, HFBackend) and self.backend.weights_freed:
+            from trainer.models.loading import load_model
+
+            self.backend.update_weights(load_model(self._path, dtype=self._dtype, device=self._device).state_dict())
         self.backend.wake_up(None)
 
     def score(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], int]:

@@ -71,6 +71,17 @@ def test_exact_match_counts_token_for_token(tokenizer: PreTrainedTokenizerBase) 
     assert evaluate_exact_match(model, tokenizer, examples) == 2 / 3
 
 
+@pytest.mark.parametrize("bf16", [False, True])
+def test_exact_match_generates_under_bf16_autocast_when_asked(tokenizer: PreTrainedTokenizerBase, bf16: bool) -> None:
+    model = make_tiny_model(tokenizer, seed=3)
+    dtypes: set[torch.dtype] = set()
+    model.lm_head.register_forward_hook(lambda _m, _i, out: dtypes.add(out.dtype))
+    examples = [(tokenizer.encode("go to"), tokenizer.encode(" the desk"))]
+    assert 0.0 <= evaluate_exact_match(model, tokenizer, examples, cpu_bf16=bf16) <= 1.0
+    assert dtypes == {torch.bfloat16 if bf16 else torch.float32}
+    assert next(model.parameters()).dtype == torch.float32  # fp32 master weights, only the matmuls in bf16
+
+
 @pytest.fixture
 def one_thread() -> Iterator[None]:
     """Tiny matrices train faster on one thread, and far faster on a shared, oversubscribed machine."""

@@ -22,6 +22,7 @@ import torch
 from torch.multiprocessing.reductions import rebuild_tensor
 
 from trainer.backends import vllm as vllm_backend
+from trainer.backends.hf import HFBackend
 from trainer.backends.weight_transfer import WeightExport, merge_ipc_infos
 from trainer.batching import SyncGroups
 from trainer.config import TrainerConfig
@@ -369,6 +370,22 @@ def test_a_second_vllm_engine_in_one_process_is_refused(fake_vllm: None) -> None
         make_backend("vllm", "runs/models/teacher")
 
 
+def test_the_hf_teacher_frees_its_weights_through_the_update_and_reads_them_again(
+    alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
+    worker = TeacherWorker(_config(alfworld_config, alfworld_server, objective={"name": "atod"}))
+    backend = worker.backend
+    assert isinstance(backend, HFBackend)
+    prompts, responses = [[3, 4, 5, 6], [3, 9]], [[7, 8], [10, 11, 12]]
+    before = backend.score(prompts, responses)
+    worker.sleep()
+    assert backend.weights_freed and all(param.numel() == 0 for param in backend.model.parameters())
+    with pytest.raises(RuntimeError, match="update_weights must come first"):
+        backend.score(prompts, responses)
+    worker.wake_up()
+    assert not backend.weights_freed and backend.score(prompts, responses) == before
+
+
 def test_colocated_driver_step_sleeps_engines_through_the_update(
     alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
 ) -> None:
@@ -382,7 +399,7 @@ def test_colocated_driver_step_sleeps_engines_through_the_update(
         assert metrics["rollout/trajectories"] == 2.0 and group.global_step() == 1
         # generate -> sleep(2) -> learn -> wake(weights) -> load weights -> wake(kv_cache)
         assert list(backend.memory_events) == ["sleep:2", "wake:weights", "load_weights", "wake:kv_cache"]
-        assert list(teacher.memory_events) == ["sleep:1", "wake:all"]
+        assert list(teacher.memory_events) == ["sleep:2", "load_weights", "wake:all"]  # read again from disk
     finally:
         group.close()
     split = _config(alfworld_config, alfworld_server, placement={"mode": "split"})
