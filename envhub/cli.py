@@ -202,6 +202,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--kills", type=int, default=5, help="failover: replica kills timed per recovery mode")
     bench.add_argument(
+        "--games", type=int, default=12, help="ready: cold games per generation run (1 and 2 processes, interleaved)"
+    )
+    bench.add_argument(
         "--recovery-only",
         action="store_true",
         help="failover: only the kills of the default recovery (batched, cold and warm) and the restores alone",
@@ -327,7 +330,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.profile == "ready":
         from envhub.bench.ready import ReadyBenchSettings, run_ready_bench
 
-        run_ready_bench(ReadyBenchSettings(args.out, args.sessions or 1024, workers=args.workers))
+        run_ready_bench(ReadyBenchSettings(args.out, args.sessions or 1024, workers=args.workers, games=args.games))
         return 0
     args.env = args.env or DEFAULT_ENV
     if args.profile == "slo":

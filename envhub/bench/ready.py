@@ -80,7 +80,15 @@ def _generation(settings: ReadyBenchSettings) -> dict[str, Any]:
                 report = prepare(
                     ENVIRONMENT, cache=cache, counts={"train": settings.games}, workers=workers, niceness=0
                 )
-                runs.append({"workers": workers, "seconds": report.seconds, "load_before": load, "load_after": _load()})
+                runs.append(
+                    {
+                        "workers": workers,
+                        "games": report.made,
+                        "seconds": report.seconds,
+                        "load_before": load,
+                        "load_after": _load(),
+                    }
+                )
                 _say(f"  generation: {runs[-1]}")
     medians = {
         str(workers): statistics.median(run["seconds"] for run in runs if run["workers"] == workers)
