@@ -55,8 +55,8 @@ class ReadyBenchSettings:
     """Generation runs per process count."""
     playing: int = 64
     """Sessions stepping while games are made beside them."""
-    beside: int = 4
-    """Cold games made beside them (by `envhub prepare` at its default lower priority)."""
+    beside: int = 16
+    """Cold games made beside them (by `envhub prepare` at its default lower priority; enough to outlast its start)."""
     ready_runs: int = 3
     cold_baseline: bool = False
     """Also time a fresh server on a cold cache (it makes the 128 games itself: minutes on 2 cores)."""
@@ -150,9 +150,10 @@ def _steps_meanwhile(settings: ReadyBenchSettings, cache: str, tasks: Sequence[s
         busy: list[float] = []
         load = _load()
         with subprocess.Popen(command, stdout=subprocess.DEVNULL) as preparing:
-            time.sleep(3.0)  # its processes started and generating
             while preparing.poll() is None:
                 busy += _turns(client, ids, 1.0)
+        if preparing.returncode != 0:
+            raise RuntimeError(f"envhub prepare beside the playing sessions failed (exit {preparing.returncode})")
         return {
             "sessions": len(ids),
             "quiet_ms": percentiles(quiet),
