@@ -396,17 +396,17 @@ class FailoverTransport:
                 session.renewing = True
             chosen.append(session)
         if chosen:
-            self._remember(self._dispatch.submit(self._hand_over, chosen))
+            self._remember([self._dispatch.submit(self._hand_over, chosen)])
 
     def _hand_over(self, sessions: list[Tracked]) -> None:
         """On the dispatching thread: one background snapshot per session (`settle` waits for them)."""
-        for session in sessions:
-            self._remember(self._renewals.submit(self._renew, session))
+        self._remember([self._renewals.submit(self._renew, session) for session in sessions])
 
-    def _remember(self, future: futures.Future[None]) -> None:
+    def _remember(self, submitted: list[futures.Future[None]]) -> None:
+        """Keep `submitted` for `settle`, dropping the finished ones (one pass per batch, not per session)."""
         with self._lock:
             self._renewing = {pending for pending in self._renewing if not pending.done()}
-            self._renewing.add(future)
+            self._renewing.update(submitted)
 
     def settle(self) -> None:
         """Wait until the background snapshots asked for so far are taken (tests, benchmarks)."""
