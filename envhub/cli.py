@@ -186,8 +186,10 @@ def _parser() -> argparse.ArgumentParser:
         "--compare-tree",
         default=None,
         help="percall: also serve from this envhub source tree (e.g. `git archive` of an earlier commit), its "
-        "calls interleaved with this tree's; failover: also kill replicas served from it (batched, cold and warm), "
-        "their kills interleaved with this tree's",
+        "calls interleaved with this tree's; failover: also kill replicas served from it (batched, cold and "
+        "warm; the client moving their sessions after the failed batch), their kills interleaved with this "
+        "tree's; slo: compare steps while creating on servers from it (instead of inline starts against the "
+        "start thread), alternating with this tree's",
     )
     bench.add_argument(
         "--compare-loops",
@@ -337,7 +339,9 @@ def _bench(args: argparse.Namespace) -> int:
         from envhub.bench.slo import SloBenchSettings, run_slo_bench
 
         counts = (args.sessions,) if args.sessions else SloBenchSettings.sessions
-        run_slo_bench(SloBenchSettings(args.env, args.out, counts, args.workers, args.turns))
+        run_slo_bench(
+            SloBenchSettings(args.env, args.out, counts, args.workers, args.turns, compare_tree=args.compare_tree)
+        )
         return 0
     if args.profile == "rollout":
         from envhub.bench.rollout import RolloutBenchSettings, run_rollout_bench

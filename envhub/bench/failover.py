@@ -65,7 +65,8 @@ class FailoverBenchSettings:
     no other recovery mode (the issue's "every kill within 3 s" measured over many kills in less time)."""
     compare_tree: str | None = None
     """Also kill replicas served from this envhub source tree (e.g. `git archive` of an earlier commit), cold and
-    warm, their kills interleaved with this tree's: the servers' part of a change, before and after in one run."""
+    warm, their kills interleaved with this tree's, the client moving their sessions once the whole failed batch
+    is answered (as before design note 037): a change before and after in one run."""
 
 
 def _say(message: str) -> None:
@@ -198,17 +199,21 @@ def _recovery(
     every: int = SNAPSHOT_EVERY,
     before: int = 3,
     tree: str | None = None,
+    move_early: bool = True,
 ) -> dict[str, Any]:
     """Kill one replica after `before` turns (snapshots every `every` steps, each turn's taken before the
     next turn, so every session has the same steps to replay); the next turn's time from the kill, and
     whether every result equals the undisturbed twin's. `warm`: the twins play on the replica left, whose
     workers so hold every task (as in a fleet that served them before); else on a third server, so the
     replica left loads each of the killed one's tasks at its first restore. `tree`: the replicas served
-    from that source tree."""
+    from that source tree. `move_early`: the client moves the killed replica's sessions once its share of the
+    batch failed (else once the whole batch is answered, as before design note 037)."""
     with _replicas(settings, 2 if warm else 3, tree) as started:
         servers = started[:2]
         targets = [s.target for s in servers]
-        transport = FailoverTransport.over(targets, every, concurrency=concurrency, batch_bytes=batch_bytes)
+        transport = FailoverTransport.over(
+            targets, every, concurrency=concurrency, batch_bytes=batch_bytes, move_early=move_early
+        )
         with EnvhubClient(transport) as client, EnvhubClient(started[-1].target) as twins:
             task_of = _groups(client, settings)
             ids = list(task_of)
@@ -254,6 +259,7 @@ def _recovery(
         "batch_bytes": batch_bytes,
         "warm": warm,
         "tree": tree,
+        "move_early": move_early,
         "snapshot_every": every,
         "steps_to_replay": held,
         "sessions_on_killed_replica": on_killed,
@@ -273,6 +279,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "batch_bytes": runs[0]["batch_bytes"],
         "warm": runs[0]["warm"],
         "tree": runs[0]["tree"],
+        "move_early": runs[0].get("move_early", True),
         "snapshot_every": runs[0]["snapshot_every"],
         "steps_to_replay": max(run["steps_to_replay"] for run in runs),
         "kills": len(runs),
@@ -297,13 +304,15 @@ class _Mode:
     every: int = SNAPSHOT_EVERY
     before: int = 3
     tree: str | None = None
+    move_early: bool = True
 
 
 def _modes(settings: FailoverBenchSettings, actions: list[str]) -> dict[str, dict[str, Any]]:
     """Every recovery mode, its kills interleaved (batched cold, batched warm, one call each cold, replay log
     cold, then again), so a shared machine's load drifting over the run weighs on every mode alike; the
     one-at-a-time baseline once, at the end. With `recovery_only`, batched cold and warm only; with a
-    `compare_tree`, those two again on replicas served from it."""
+    `compare_tree`, those two again on replicas served from it, the client moving sessions as that tree's did
+    (once the whole failed batch is answered): the change before and after."""
     bound = max(settings.replay_bounds)
     modes = {"recovery": _Mode(), "recovery_warm": _Mode(warm=True)}
     if not settings.recovery_only:
@@ -311,8 +320,8 @@ def _modes(settings: FailoverBenchSettings, actions: list[str]) -> dict[str, dic
         # the replay log at its longest: killed when its sessions are one step short of new snapshots
         modes["recovery_replay_log"] = _Mode(every=bound, before=bound - 1)
     if settings.compare_tree:
-        modes["recovery_compare"] = _Mode(tree=settings.compare_tree)
-        modes["recovery_warm_compare"] = _Mode(warm=True, tree=settings.compare_tree)
+        modes["recovery_compare"] = _Mode(tree=settings.compare_tree, move_early=False)
+        modes["recovery_warm_compare"] = _Mode(warm=True, tree=settings.compare_tree, move_early=False)
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for _ in range(settings.kills):
         for name, mode in modes.items():
@@ -326,6 +335,7 @@ def _modes(settings: FailoverBenchSettings, actions: list[str]) -> dict[str, dic
                     mode.every,
                     mode.before,
                     mode.tree,
+                    mode.move_early,
                 )
             )
     if not settings.recovery_only:
@@ -435,7 +445,8 @@ def _label(name: str, run: dict[str, Any]) -> str:
         return f"replay log (snapshot every {run['snapshot_every']} steps), cold"
     how = "batched restores" if run["batch_bytes"] else "one restore call per session"
     tree = f", servers from {run['tree']}" if run["tree"] else ""
-    return f"{how} (concurrency {run['concurrency']}), {'warm' if run['warm'] else 'cold'}{tree}"
+    late = "" if run.get("move_early", True) else ", moved after the failed batch"
+    return f"{how} (concurrency {run['concurrency']}), {'warm' if run['warm'] else 'cold'}{tree}{late}"
 
 
 def _write(result: dict[str, Any], out: Path) -> None:

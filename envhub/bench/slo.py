@@ -67,7 +67,10 @@ class SloBenchSettings:
     workers: int = 2
     turns: int = 3
     compare_rounds: int = 3
-    """Rounds of the start-thread / inline-starts comparison per session count (0: none)."""
+    """Rounds of the start modes' comparison per session count (0: none)."""
+    compare_tree: str | None = None
+    """Compare this tree's servers with ones served from this envhub source tree (e.g. `git archive` of main)
+    instead of the start thread with inline starts."""
     settings: Mapping[str, str] = field(default_factory=dict)
     """Server-side environment settings (default: the environment's defaults; ALFWorld: whole rooms)."""
 
@@ -204,15 +207,40 @@ def _served(server: ServerProcess, environment: str, tasks: Sequence[str], sessi
     }
 
 
+@dataclass(frozen=True)
+class _StartMode:
+    """One side of the comparison: the server's extra flags and the source tree it is served from."""
+
+    flags: tuple[str, ...] = ()
+    tree: str | None = None
+
+
+def _start_modes(compare_tree: str | None) -> dict[str, _StartMode]:
+    """Before and after, in the order they alternate: the start thread against inline starts, or with
+    `compare_tree`, servers from that tree against this tree's."""
+    if compare_tree:
+        return {"before": _StartMode(tree=compare_tree), "this tree": _StartMode()}
+    return {"inline": _StartMode(flags=("--inline-starts",)), "thread": _StartMode()}
+
+
 def _starts_compared(
-    environment: str, tasks: Sequence[str], sessions: int, workers: int, extra: Sequence[str], rounds: int
+    environment: str,
+    tasks: Sequence[str],
+    sessions: int,
+    workers: int,
+    extra: Sequence[str],
+    rounds: int,
+    compare_tree: str | None = None,
 ) -> dict[str, Any]:
-    """Steps while sessions are created, start thread against inline starts (`--inline-starts`), alternating on
-    fresh servers, `rounds` each; after each creation the steppers go on `QUIET_S` alone (steps with no start)."""
-    modes: dict[str, list[dict[str, Any]]] = {"inline": [], "thread": []}
+    """Steps while sessions are created, in the two `_start_modes`, alternating on fresh servers, `rounds` each;
+    after each creation the steppers go on `QUIET_S` alone (steps with no start)."""
+    chosen = _start_modes(compare_tree)
+    modes: dict[str, list[dict[str, Any]]] = {mode: [] for mode in chosen}
     for _ in range(rounds):
-        for mode, flags in (("inline", ["--inline-starts"]), ("thread", [])):
-            server = ServerProcess(environment, workers, max_sessions=sessions + 64, extra=[*extra, *flags])
+        for mode, how in chosen.items():
+            server = ServerProcess(
+                environment, workers, max_sessions=sessions + 64, extra=[*extra, *how.flags], source_tree=how.tree
+            )
             with server, EnvhubClient(server.target, timeout=900.0) as client:
                 _, create_s, steppers, made = _create_while_stepping(client, environment, tasks, sessions, QUIET_S)
             figures: dict[str, Any] = {
@@ -236,7 +264,7 @@ def _starts_compared(
         }
         for mode, runs in modes.items()
     }
-    return {"rounds": modes, "summary": summary}
+    return {"rounds": modes, "summary": summary, "compare_tree": compare_tree}
 
 
 def _in_process(kind: EnvironmentKind, environment: str, tasks: Sequence[str], sessions: int) -> dict[str, Any]:
@@ -332,10 +360,14 @@ def run_slo_bench(settings: SloBenchSettings) -> dict[str, Any]:
         _say("alfworld: engine step CPU with 1, 8, 64, 512 sessions held...")
         result["engine"] = _engine(kind, tasks)
         _say(f"  {result['engine']}")
+    gc.collect()
+    gc.freeze()  # this process's own objects (the kind's tasks): its collections then never stall its steppers
     for sessions in settings.sessions:
         _say(f"{environment}: {sessions} sessions on a fresh server ({settings.workers} workers)...")
         compared = (
-            _starts_compared(environment, tasks, sessions, settings.workers, extra, settings.compare_rounds)
+            _starts_compared(
+                environment, tasks, sessions, settings.workers, extra, settings.compare_rounds, settings.compare_tree
+            )
             if settings.compare_rounds
             else None
         )
@@ -434,21 +466,30 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 
 def _compared_lines(result: Mapping[str, Any]) -> list[str]:
-    """The start-thread / inline-starts comparison, when the run made one."""
+    """The start modes' comparison, when the run made one."""
     runs = {sessions: run["starts_compared"] for sessions, run in result["runs"].items() if run.get("starts_compared")}
     if not runs:
         return []
+    tree = next(iter(runs.values())).get("compare_tree")
+    if tree:
+        title = f"this tree against servers from {tree}"
+        how = f"servers from `{tree}` and from this tree"
+    else:
+        title = "start thread against inline starts (design note 031)"
+        how = (
+            "`--inline-starts` (creates, restores and forks on each worker's stepping thread, as before) and the "
+            "start thread"
+        )
     lines = [
         "",
-        "## Steps while sessions are created: start thread against inline starts (design note 031)",
+        f"## Steps while sessions are created: {title}",
         "",
-        f"Fresh servers, alternating `--inline-starts` (creates, restores and forks on each worker's stepping "
-        f"thread, as before) and the start thread, the same groups each time; after each creation the {STEPPERS} "
+        f"Fresh servers, alternating {how}, the same groups each time; after each creation the {STEPPERS} "
         f"steppers go on alone for {QUIET_S:.0f} s (steps with no start: what CPU sharing alone costs). "
         "Per round: step p50 / p99 ms while creating, p99 / p50 while creating, p99 / p50 after; all sessions "
         "created in (s).",
         "",
-        "| sessions | starts | round | step p50 / p99 ms while creating | p99 / p50 while creating | "
+        "| sessions | servers | round | step p50 / p99 ms while creating | p99 / p50 while creating | "
         "p99 / p50 after (no creates) | created in s |",
         "|---:|---|---:|---|---:|---:|---:|",
     ]
@@ -463,16 +504,15 @@ def _compared_lines(result: Mapping[str, Any]) -> list[str]:
                 )
     lines += ["", "Medians over rounds:", ""]
     for sessions, compared in runs.items():
-        summary = compared["summary"]
-        inline, thread = summary["inline"], summary["thread"]
-        verdict = "met" if thread["p99_over_p50_median"] <= P99_TARGET else "not met"
+        (before_name, before), (after_name, after) = compared["summary"].items()
+        verdict = "met" if after["p99_over_p50_median"] <= P99_TARGET else "not met"
         lines.append(
-            f"* {sessions} sessions: step p99 / p50 while creating, inline {inline['p99_over_p50_median']:.2f} -> "
-            f"start thread **{thread['p99_over_p50_median']:.2f}** (target <= {P99_TARGET:.0f}: {verdict}); "
-            f"p99 {inline['p99_ms_median']:.1f} -> {thread['p99_ms_median']:.1f} ms, p50 "
-            f"{inline['p50_ms_median']:.2f} -> {thread['p50_ms_median']:.2f} ms; with no creates "
-            f"{inline['quiet_p99_over_p50_median']:.2f} / {thread['quiet_p99_over_p50_median']:.2f}; created in "
-            f"{inline['create_all_s_median']:.1f} -> {thread['create_all_s_median']:.1f} s."
+            f"* {sessions} sessions: step p99 / p50 while creating, {before_name} "
+            f"{before['p99_over_p50_median']:.2f} -> {after_name} **{after['p99_over_p50_median']:.2f}** "
+            f"(target <= {P99_TARGET:.0f}: {verdict}); p99 {before['p99_ms_median']:.1f} -> "
+            f"{after['p99_ms_median']:.1f} ms, p50 {before['p50_ms_median']:.2f} -> {after['p50_ms_median']:.2f} ms; "
+            f"with no creates {before['quiet_p99_over_p50_median']:.2f} / {after['quiet_p99_over_p50_median']:.2f}; "
+            f"created in {before['create_all_s_median']:.1f} -> {after['create_all_s_median']:.1f} s."
         )
     return lines
 

@@ -95,11 +95,14 @@ class FailoverTransport:
         policy: RetryPolicy = DEFAULT_POLICY,
         settings: Settings | None = None,
         batch_bytes: int = recovery.BATCH_BYTES,
+        move_early: bool = True,
     ) -> None:
         """Over `pool`, whose transports should not retry (`over` builds them so): this transport
         retries a failed call by `policy` once a probe says its replica is still there. A move restores
         its sessions in RestoreSnapshotBatch calls of at most `batch_bytes` of snapshots (0: one
-        RestoreSnapshot call per session, for servers older than RestoreSnapshotBatch)."""
+        RestoreSnapshot call per session, for servers older than RestoreSnapshotBatch). With `move_early`, a failed
+        replica's sessions move as soon as its share of a step batch fails, while the other replicas answer theirs
+        (else once the whole batch is answered)."""
         if snapshot_every < 1 or concurrency < 1:
             raise ValueError("snapshot_every and concurrency must be at least 1 (a snapshot every k steps)")
         self.pool = pool
@@ -123,6 +126,8 @@ class FailoverTransport:
         """Of `recoveries`, those moved by a fresh snapshot taken on their draining replica (no replay)."""
         self.last_move: ReplicaMove | None = None
         """The latest move of a failed replica's sessions, timed."""
+        if move_early:
+            pool.share_failed = self._share_failed
 
     @classmethod
     def over(
@@ -133,13 +138,14 @@ class FailoverTransport:
         refresh_s: float = REFRESH_S,
         concurrency: int = recovery.CONCURRENCY,
         batch_bytes: int = recovery.BATCH_BYTES,
+        move_early: bool = True,
     ) -> FailoverTransport:
         """`PoolTransport.over(targets, settings, refresh_s)` ("dns:///name:port" stands for every
         address, looked up again every `refresh_s` seconds and after a replica fails), with failover;
         the replicas' transports do not retry, this one does by `settings.policy`."""
         settings = settings or Settings()
         pool = PoolTransport.over(targets, dataclasses.replace(settings, policy=NO_RETRY), refresh_s)
-        return cls(pool, snapshot_every, concurrency, settings.policy, settings, batch_bytes)
+        return cls(pool, snapshot_every, concurrency, settings.policy, settings, batch_bytes, move_early)
 
     def close(self) -> None:
         self._dispatch.shutdown(wait=False, cancel_futures=True)
@@ -470,6 +476,12 @@ class FailoverTransport:
                 for _, session in group:
                     session.moving = None
             running.set()
+
+    def _share_failed(self, replica: str, error: EnvhubError) -> None:
+        """A step batch's share on `replica` failed: when the replica failed, move its sessions now, beside the
+        other replicas' shares (the batch sends the moved sessions' steps again once every share is answered)."""
+        if self.pool.failed(replica, error):
+            self.move_replica(replica, error)
 
     def _on(self, session: Tracked, replica: str) -> bool:
         return session.live_id.split(".", 1)[0] == replica and session.broken is None

@@ -66,6 +66,10 @@ class PoolTransport:
         """Address -> the replica found there (by `_admit`)."""
         self.retired: set[str] = set()
         """Replicas no new session is placed on (draining or gone); their sessions' calls still route there."""
+        self.share_failed: Callable[[str, EnvhubError], None] | None = None
+        """Called with a replica and the error when its share of a step batch failed, on that share's thread,
+        while the other replicas may still be answering theirs (a failover transport moves the replica's
+        sessions then: design note 037)."""
         self._lock = threading.Lock()
         for transport in replicas:
             answer = _environments(transport)
@@ -320,6 +324,8 @@ class PoolTransport:
             except EnvhubError as exc:  # the replica failed (e.g. draining, gone): each of its steps failed
                 for position in positions:
                     entries[position] = pb.StepBatchEntry(error=to_rpc_status(exc))
+                if self.share_failed is not None:
+                    self.share_failed(replica, exc)
                 return
             for position, entry in zip(positions, answer.results, strict=True):
                 entries[position] = entry

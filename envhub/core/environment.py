@@ -149,6 +149,13 @@ class EnvironmentKind(abc.ABC):
     sessions; None keeps Python's (700, 10, 10). Worth setting when each session holds many
     long-lived Python objects: a full collection walks every session's state, so with Python's
     thresholds a step's cost grows with the sessions a process holds (ALFWorld: design note 015)."""
+    gc_freeze_starts: bool = False
+    """True when a worker may freeze what each session start leaves behind (`gc.collect(1)` then `gc.freeze()`
+    after every create, reset, restore and fork): a started session's objects then live outside the collector's
+    generations, so no later collection walks them (young collections see only what was made since the last
+    start, and no full collection walks every session's state while steps wait; design note 037). Only for kinds
+    whose sessions leave no cyclic garbage when stepped or closed: frozen objects are freed by their reference
+    counts alone."""
     concurrent_starts: bool = False
     """True when sessions may be started (`Session.start`, `reset`, `restore`, `fork`) on one thread while other
     sessions of the same kind instance step, answer admissible or expert actions and snapshot on another: the

@@ -55,6 +55,18 @@ answer written), so 1 ms bounds that to ~2 ms, under a step's median on a loaded
 p99 measured 6-11 ms while creating, design note 031); the start thread pays a few more switches."""
 
 
+STARTS = (ops.Create, ops.Reset, ops.Restore, ops.Fork)
+"""Operations that start a session (or a new episode of one)."""
+
+
+def freeze_young() -> None:
+    """Collect what was made since the last freeze (the young generations, `gc.collect(1)`: a start's cyclic
+    garbage, ~80-250 objects for an ALFWorld create), then freeze the rest, so no later collection walks it
+    (`EnvironmentKind.gc_freeze_starts`, design note 037)."""
+    gc.collect(1)
+    gc.freeze()
+
+
 @dataclass
 class _Remembered:
     """The last keyed call of a session: its key, what it asked, and its answer."""
@@ -91,7 +103,11 @@ class WorkerState:
 
     def handle(self, op: ops.Op[Any]) -> Any:
         """Apply one operation; raises what the operation raises."""
-        return self._handlers[type(op)](op)
+        try:
+            return self._handlers[type(op)](op)
+        finally:
+            if self.kind.gc_freeze_starts and isinstance(op, STARTS):
+                freeze_young()
 
     def unprepared_task(self, op: ops.Op[Any]) -> tuple[str, TaskSpec] | None:
         """(new session, task) when `op` creates or restores a session on a task not prepared yet, else None.

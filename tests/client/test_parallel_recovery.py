@@ -26,7 +26,7 @@ from envhub.client.failover import FailoverTransport
 from envhub.client.pool_transport import PoolTransport
 from envhub.client.retry import NO_RETRY
 from envhub.client.transport import ChannelTransport, Settings
-from envhub.testing import REFERENCE, wait_until_draining
+from envhub.testing import REFERENCE, Gate, InFlight, wait_until_draining
 
 KEY = "parallel-recovery-test-key-shared-by-every-replica"
 
@@ -36,12 +36,18 @@ class Counting(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
 
     def __init__(self) -> None:
         self.calls: collections.Counter[str] = collections.Counter()
-        self._lock = threading.Lock()
+        self._sent = threading.Condition()
 
     def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
-        with self._lock:
+        with self._sent:
             self.calls[details.method.rsplit("/", 1)[1]] += 1
+            self._sent.notify_all()
         return continuation(details, request)
+
+    def wait_for(self, method: str, timeout: float = 60.0) -> bool:
+        """Whether a `method` call was sent (waiting up to `timeout` seconds for one)."""
+        with self._sent:
+            return self._sent.wait_for(lambda: self.calls[method] > 0, timeout)
 
 
 @contextlib.contextmanager
@@ -97,6 +103,38 @@ def test_every_session_of_a_killed_replica_moves_at_once(monkeypatch: pytest.Mon
             client.step_many([(session, "count") for session in sessions])
         assert client.step(on_killed[0], "count").step_index == 7
         assert sum(counters[killed.target].calls.values()) == frozen
+        for session in sessions:
+            client.close_session(session)
+
+
+def test_a_killed_replicas_sessions_move_while_the_replica_left_still_answers_its_share(tmp_path: Path) -> None:
+    """The move starts once the killed replica's share of a batch failed, not once the whole batch is answered:
+    the replica left is asked for the restores while its own share is held inside the environment."""
+    gate = Gate.create(tmp_path / "gate")
+    with (
+        replicas(2, "--set", f"{REFERENCE}.gate={gate.folder}") as (servers, transport, counters),
+        EnvhubClient(transport) as client,
+    ):
+        sessions = [client.create_session("toy", f"train-count/{i % 4}").session_id for i in range(8)]
+        for _ in range(3):
+            client.step_many([(session, "count") for session in sessions])
+        transport.settle()
+        killed, left = servers
+        owner = {t.target: name for name, t in transport.pool.replicas.items()}[left.target]
+        held = next(session for session in sessions if session.startswith(owner + "."))
+        killed.process.kill()
+        killed.process.wait(timeout=60)
+
+        turn = InFlight(lambda: client.step_many([(s, "wait" if s == held else "count") for s in sessions]))
+        gate.wait_entered()  # the replica left's share is inside the environment, unanswered
+        moved_early = counters[left.target].wait_for("RestoreSnapshotBatch")
+        gate.release()
+        results = turn.outcome()
+        assert moved_early, "the restores were asked for while the replica left's share was held"
+        assert texts(results) == [
+            f"train-count/{i % 4} seed 0: {3 if s == held else 4}" for i, s in enumerate(sessions)
+        ]
+        assert transport.recoveries == 4
         for session in sessions:
             client.close_session(session)
 

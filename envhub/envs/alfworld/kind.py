@@ -124,6 +124,8 @@ class AlfWorldKind(EnvironmentKind):
     capabilities = Capabilities(native_snapshot=True, deterministic_replay=True, expert=True, admissible_actions=True)
     default_max_steps = 50
     gc_thresholds = GC_THRESHOLDS
+    gc_freeze_starts = True
+    """Closing 128 sessions left no cyclic garbage, 1,600 steps 7 objects (design note 037)."""
     concurrent_starts = True
     """Starts may run beside steps (design note 031): a step touches only its own session's game state and
     caches read or filled whole under the interpreter lock; TextWorld's grammar parsers are per thread
