@@ -239,6 +239,13 @@ class RolloutConfig(_Section):
         "verl-agent/ATOD: an invalid action, nothing is sent, trained like any turn) or `mask` (sent if it "
         "parses, excluded from the loss, DAPO's overlong filtering).",
     )
+    action_match: Literal["exact", "nearest"] = Field(
+        "exact",
+        description="A reply's action not on the episode's concrete admissible list (ALFWorld, ScienceWorld): "
+        "`exact` (default, the papers' free text: sent as written) or `nearest` (the most similar listed action is "
+        "sent, history and DAgger replay show it, the reply's tokens are learnt as generated; Huang et al. 2022; "
+        "trainer/rollout/matching.py, docs/design/038-action-matching.md).",
+    )
     top_logprobs: int = Field(0, ge=0, le=20, description="Record the top-k log-probs per token (BranchOPD: 20).")
     snapshots: bool = Field(False, description="Record a snapshot handle at each turn start (one extra call).")
     concurrency: int = Field(16, ge=1, description="Concurrent Step calls per rollout worker.")

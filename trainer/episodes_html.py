@@ -51,6 +51,9 @@ def _turn_html(index: int, turn: Turn, tokenizer: Decoder) -> str:
             f'<div class="k">teacher-student gap per token</div><div class="gap">{_token_spans(turn, tokenizer)}</div>'
         )
     action = html.escape(turn.action) if turn.action is not None else "<em>invalid (no action parsed)</em>"
+    if turn.matched_from is not None:
+        written = html.escape(turn.matched_from)
+        action += f' <span class="k">(the nearest admissible action to the reply\'s <code>{written}</code>)</span>'
     return f"""<div class="turn"><b>turn {index}</b> <span class="k">({who}, finish {turn.finish_reason})</span>
 <div class="k">prompt tail</div><pre class="prompt">{html.escape(prompt)}</pre>
 <div class="k">response</div><pre class="response">{html.escape(turn.response_text)}</pre>{gap}

@@ -28,6 +28,8 @@ class EvalResult:
     mean_turns: float
     invalid_turn_ratio: float
     wall_s: float
+    matched_turn_ratio: float = 0.0
+    """Turns whose action `rollout.action_match: nearest` replaced by the nearest admissible one."""
     task_success: tuple[float, ...] = ()
     """Success of each task (mean over its `samples` episodes), in task order: what a bootstrap over tasks resamples."""
     per_split: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -102,6 +104,7 @@ def evaluate(
         mean_turns=mean["mean/mean_turns"],
         invalid_turn_ratio=mean["mean/invalid_turn_ratio"],
         wall_s=wall_s,
+        matched_turn_ratio=mean["mean/matched_turn_ratio"],
         task_success=tuple(task_success),
         per_split=per_split if len(per_split) > 1 else {},
     )

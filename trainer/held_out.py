@@ -43,9 +43,15 @@ def combine_splits(per_split: Mapping[str, Mapping[str, float]], prefix: str = "
 
 
 def outcome_metrics(trajectories: Sequence[Trajectory], stats: RolloutStats) -> dict[str, float]:
-    """Success rate, mean turns, trajectories, dropped share and invalid-turn ratio of one split's episodes."""
+    """Success rate, mean turns, trajectories, dropped share, invalid-turn and matched-turn ratios of one split's
+    episodes."""
     metrics = {k.removeprefix("eval/"): v for k, v in trajectory_metrics(trajectories, "eval").items()}
-    return {**metrics, "invalid_turn_ratio": stats.invalid_turns / max(stats.turns, 1)}
+    turns = max(stats.turns, 1)
+    return {
+        **metrics,
+        "invalid_turn_ratio": stats.invalid_turns / turns,
+        "matched_turn_ratio": stats.matched_turns / turns,
+    }
 
 
 def play_held_out(

@@ -282,6 +282,7 @@ def evaluate_ladder(
             "success": result.success_rate,
             "mean_turns": result.mean_turns,
             "invalid_turns": result.invalid_turn_ratio,
+            "matched_turns": result.matched_turn_ratio,
             "tasks": float(len(ids)),
             "samples": float(spec.levels.eval_samples),
         }

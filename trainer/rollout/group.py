@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from envhub.client import EnvhubError, EnvView, SessionPort, StatusCode
 from trainer.backends.base import Generation, GenerationBackend, SamplingSettings
 from trainer.prompts import PastStep, PromptRenderer, PromptState, encode_follow_up, encode_user_turn
+from trainer.rollout.matching import ActionMatch, match_action
 from trainer.rollout.takeover import ProgressTracker, Recovery
 from trainer.rollout.types import Trajectory, Turn
 
@@ -62,6 +63,9 @@ class RolloutSettings:
     truncation: TruncationPolicy = "invalid"
     """What a response cut at `max_new_tokens` becomes: `invalid` (an invalid action: nothing is sent,
     the turn is trained like any other) or `mask` (parsed as usual, but excluded from the loss)."""
+    action_match: ActionMatch = "exact"
+    """A parsed action not on the episode's concrete admissible list: sent as written (`exact`) or replaced by the
+    most similar listed action (`nearest`; trainer/rollout/matching.py)."""
 
 
 @dataclass
@@ -72,6 +76,8 @@ class RolloutStats:
     invalid_turns: int = 0
     truncated_turns: int = 0
     """Responses cut at `max_new_tokens` (finish reason "length")."""
+    matched_turns: int = 0
+    """Turns whose parsed action was off the admissible list and replaced by the nearest listed one."""
     trimmed_prompts: int = 0
     """Prompts over `max_prompt_tokens` that lost history steps (or, as a last resort, their middle)."""
     generated_tokens: int = 0
@@ -110,6 +116,7 @@ class RolloutStats:
             "rollout/turns": float(self.turns),
             "rollout/invalid_turn_ratio": self.invalid_turns / max(self.turns, 1),
             "rollout/truncated_turn_ratio": self.truncated_turns / max(self.turns, 1),
+            "rollout/matched_turn_ratio": self.matched_turns / max(self.turns, 1),
             "rollout/trimmed_prompt_ratio": self.trimmed_prompts / max(self.turns, 1),
             "rollout/generated_tokens": float(self.generated_tokens),
             "rollout/retries": float(self.retries),
@@ -246,22 +253,27 @@ class GroupRollout:
         stats.generated_tokens += sum(len(g.token_ids) for g in generated)
         generations = [_after_prefix(e.resume, g) for e, g in zip(active, generated, strict=True)]
         texts = [self.tokenizer.decode(g.token_ids, skip_special_tokens=True) for g in generations]
-        actions = [self._action(g, t) for g, t in zip(generations, texts, strict=True)]
+        parsed = [self._action(g, t) for g, t in zip(generations, texts, strict=True)]
+        actions = [
+            match_action(action, e.view.admissible or (), self.settings.action_match)
+            for e, action in zip(active, parsed, strict=True)
+        ]
         t0 = time.perf_counter()
         outcomes = self._step_all(active, actions, stats)
         stats.step_s += time.perf_counter() - t0
-        for episode, prompt, generation, text, action, outcome, teacher in zip(
-            active, prompts, generations, texts, actions, outcomes, by_teacher, strict=True
+        for episode, prompt, generation, text, action, written, outcome, teacher in zip(
+            active, prompts, generations, texts, actions, parsed, outcomes, by_teacher, strict=True
         ):
             stats.turns += 1
             stats.teacher_turns += teacher
             stats.invalid_turns += action is None
+            stats.matched_turns += action != written
             stats.truncated_turns += generation.finish_reason == "length"
             if isinstance(outcome, str):
                 episode.trajectory.dropped = outcome
                 stats.dropped[outcome] += 1
                 continue
-            self._record(episode, prompt, generation, text, action, outcome, teacher)
+            self._record(episode, prompt, generation, text, action, outcome, teacher, written)
 
     def _generate(
         self, prompts: list[list[int]], by_teacher: list[bool], sampling: SamplingSettings
@@ -308,7 +320,10 @@ class GroupRollout:
         action: str | None,
         view: EnvView,
         teacher: bool = False,
+        written: str | None = None,
     ) -> None:
+        """Append the turn (`action` as sent; `written`, the reply's own parsed action, kept when matching replaced
+        it) and advance the episode to `view`."""
         trajectory = episode.trajectory
         limit = len(trajectory.turns) + 1 >= self.settings.max_turns
         trajectory.turns.append(
@@ -318,6 +333,7 @@ class GroupRollout:
                 logp_old=list(generation.logprobs),
                 response_text=text,
                 action=action,
+                matched_from=written if written != action else None,
                 observation=view.text,
                 reward=view.reward,
                 score=view.score,

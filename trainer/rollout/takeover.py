@@ -15,11 +15,12 @@ Recovery is a training-time aid only: evaluation never builds it.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from trainer.rollout.matching import concrete_list
 
 NO_PROGRESS_RULES = frozenset({"unparsable", "inadmissible", "repeat_action", "repeat_observation"})
 
@@ -52,20 +53,11 @@ def made_progress(
     """Whether one turn made progress under `rules` (see the module docstring)."""
     if action is None:
         return "unparsable" not in rules
-    if "inadmissible" in rules and action not in admissible and _concrete(admissible):
+    if "inadmissible" in rules and action not in admissible and concrete_list(admissible):
         return False
     if "repeat_action" in rules and action in recent_actions:
         return False
     return not ("repeat_observation" in rules and observation in recent_observations)
-
-
-_PLACEHOLDER = re.compile(r"<[^<>\s][^<>]*>")
-"""A `<placeholder>` in an action template (not the `< prev` of a WebShop link)."""
-
-
-def _concrete(admissible: Sequence[str]) -> bool:
-    """Whether `admissible` lists actions (non-empty, no template), so membership means admissible."""
-    return bool(admissible) and not any(_PLACEHOLDER.search(a) for a in admissible)
 
 
 @dataclass

@@ -23,7 +23,8 @@ class Turn:
     """Rollout log-prob of each response token (untempered, T = 1)."""
     response_text: str
     action: str | None
-    """Parsed action sent to the environment; None for an invalid turn (nothing was sent)."""
+    """Action sent to the environment (the history shows it, DAgger replays it); None for an invalid turn (nothing
+    was sent)."""
     observation: str
     """Observation after the turn (the invalid-action text for an invalid turn)."""
     reward: float = 0.0
@@ -52,6 +53,9 @@ class Turn:
     shared turn names its original's node); None: a state of its own."""
     prompt_text: str = ""
     """The user message of the turn as rendered (its newest part in `full` mode); empty for a resumed branch turn."""
+    matched_from: str | None = None
+    """The reply's own parsed action when `rollout.action_match: nearest` replaced it by `action` (the response
+    tokens, and so learning, are the reply's); None when it was sent as written."""
 
     @property
     def supervised(self) -> bool:

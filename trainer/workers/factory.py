@@ -118,4 +118,5 @@ def rollout_settings(config: TrainerConfig) -> RolloutSettings:
         concurrency=config.rollout.concurrency,
         max_prompt_tokens=config.prompt.max_prompt_tokens,
         truncation=config.rollout.truncation,
+        action_match=config.rollout.action_match,
     )

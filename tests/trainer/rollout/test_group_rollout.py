@@ -18,6 +18,7 @@ from trainer.models.loading import load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.prompts import PromptRenderer
 from trainer.rollout import GroupRollout, RolloutSettings, SamplingSettings
+from trainer.rollout.dagger import expert_labels
 from trainer.rollout.group import TurnProgress
 
 STOP_STRINGS = action_format("alfworld").stop
@@ -213,3 +214,40 @@ def test_full_context_rollout_with_the_kept_cache_equals_fresh_prefills(
         assert [(t.prompt_ids, t.response_ids) for t in a.turns] == [(t.prompt_ids, t.response_ids) for t in b.turns]
         for ta, tb in zip(a.turns, b.turns, strict=True):
             assert max(abs(x - y) for x, y in zip(ta.logp_old, tb.logp_old, strict=True)) < 1e-5
+
+
+@pytest.mark.parametrize("mode", ["exact", "nearest"])
+def test_an_action_off_the_list_is_sent_as_written_or_as_the_nearest_listed(
+    port: Sessions, tiny_models: TinyModels, mode: str
+) -> None:
+    """`action_match`: under `exact` the reply's unknown action reaches the game ("Nothing happens."); under
+    `nearest` the most similar admissible action is sent, recorded as the turn's action (the history shows it,
+    DAgger's replay follows it without diverging), the reply's own tokens and text kept; a listed action is sent
+    as written either way."""
+    tok = load_tokenizer(tiny_models.student)
+    backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
+    replies = ["<action>go to the moon 7</action>", "<action>look</action>"]
+    rollout = _rollout(port, _ScriptedBackend(backend, tok, replies), tok, group_size=2, max_turns=3, action_match=mode)
+    try:
+        trajs, stats = rollout.run([("train/00001", 0)], SamplingSettings(max_new_tokens=16))
+    finally:
+        rollout.close()
+    off, listed = trajs
+    assert all(
+        "look" in turn.admissible and turn.action == "look" and turn.matched_from is None for turn in listed.turns
+    )
+    assert all(tok.decode(turn.response_ids) == turn.response_text == replies[0] for turn in off.turns)
+    later_prompts = [turn.prompt_text for turn in off.turns[1:]]
+    if mode == "exact":
+        assert stats.matched_turns == 0 and stats.as_metrics()["rollout/matched_turn_ratio"] == 0.0
+        assert all(turn.action == "go to the moon 7" and turn.matched_from is None for turn in off.turns)
+        assert all(turn.observation == "Nothing happens." for turn in off.turns)
+        assert all("go to the moon 7" in prompt for prompt in later_prompts)
+        return
+    assert stats.matched_turns == 3 and stats.as_metrics()["rollout/matched_turn_ratio"] == 3 / 6
+    for turn in off.turns:
+        assert turn.matched_from == "go to the moon 7" and turn.action in turn.admissible
+        assert turn.action.startswith("go to ") and turn.observation != "Nothing happens."
+    assert all("go to the moon 7" not in prompt and off.turns[0].action in prompt for prompt in later_prompts)
+    replay = expert_labels(port, off, max_turns=3)
+    assert not replay.diverged and len(replay.prompts) == len(off.turns)
