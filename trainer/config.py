@@ -320,6 +320,14 @@ class OptimConfig(_Section):
     micro_batch_tokens: int = Field(
         8192, ge=16, description="Token budget of one micro-batch; gradients accumulate over micro-batches."
     )
+    micro_batch_width_multiple: int = Field(
+        1,
+        ge=1,
+        description="Each micro-batch's width (its longest row) rounded up to a multiple of this many tokens (within "
+        "the batch's padded width; the extra columns are padding, masked out): fewer distinct tensor shapes. On the "
+        "CPU, oneDNN keeps kernels for every matmul shape it meets, about 10 MB per new SmolLM2 micro-batch width, "
+        "held for the process's life, and the heap fragments around them (docs/design/039). 1: the longest row's.",
+    )
     epochs: int = Field(1, ge=1, description="Passes over each rollout batch (1 = on-policy).")
     logprob_chunk_tokens: int = Field(
         1024,
