@@ -65,7 +65,8 @@ class BackendConfig(_Section):
     weight_sync: Literal["auto", "state_dict", "inproc", "ipc", "nccl"] = Field(
         "auto",
         description="How learner weights reach the rollout engines. `state_dict`: a CPU copy (hf backend); "
-        "`inproc`: the learner's tensors handed to an engine in the same process (vLLM, Ray off); `ipc`: vLLM's "
+        "`inproc`: the learner's tensors handed to an engine in the same process (Ray off; the hf backend copies them "
+        "into its own weights, without `state_dict`'s full fp32 copy first: docs/design/039); `ipc`: vLLM's "
         "weight-transfer API over CUDA IPC (colocated); `nccl`: the same API over an NCCL broadcast (split). "
         "`auto`: state_dict for hf; for vllm inproc without Ray, ipc when colocated, nccl when split (CUDA), "
         "state_dict under Ray on CPU (ipc and nccl move CUDA tensors).",
@@ -637,7 +638,7 @@ class TrainerConfig(_Section):
 
     def _check_gpu_path(self) -> None:
         sync, backend, placement = self.weight_sync(), self.backend, self.placement
-        if sync != "state_dict" and backend.kind != "vllm":
+        if sync not in ("state_dict", "inproc") and backend.kind != "vllm":
             raise ValueError(f"backend.weight_sync {sync} pushes to vLLM engines: set backend.kind to vllm")
         if sync == "inproc" and self.ray.enabled:
             raise ValueError("backend.weight_sync inproc needs the engine in the learner's process: ray.enabled false")
