@@ -47,9 +47,11 @@ class TeacherWorker:
     def wake_up(self) -> None:
         """Bring the weights and KV cache back (the hf backend: the frozen weights read again from disk)."""
         if isinstance(self.backend, HFBackend) and self.backend.weights_freed:
-            from trainer.models.loading import load_model
+            from trainer.models.loading import load_model, read_weights_into
 
-            self.backend.update_weights(load_model(self._path, dtype=self._dtype, device=self._device).state_dict())
+            # in place, one tensor at a time (docs/design/039); a sharded checkpoint loads a whole model first
+            if not self.backend.reload_weights(lambda model: read_weights_into(model, self._path)):
+                self.backend.update_weights(load_model(self._path, dtype=self._dtype, device=self._device).state_dict())
         self.backend.wake_up(None)
 
     def score(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], int]:
