@@ -88,6 +88,13 @@ class BackendConfig(_Section):
         "least recently used entries are evicted past it (SmolLM2-135M: 46 KB a token in fp32, 23 KB in bf16). "
         "0: off (every turn prefills its whole prompt).",
     )
+    teacher_batch_rows: int = Field(
+        64,
+        ge=1,
+        description="hf backend: trajectories' longest rows the teacher scores in one forward. Its activations and "
+        "logit chunks scale with it (SmolLM2, rows of ~300-400 tokens: +0.49 GB peak at 32 rows, +0.14 GB at 8, which "
+        "also ran faster on one CPU thread; docs/design/039).",
+    )
     decode_attention: Literal["eager", "model"] = Field(
         "eager",
         description="hf backend: attention of the decode steps (one new token a row). `eager`: transformers' eager "

@@ -31,7 +31,9 @@ class TeacherWorker:
         else:
             device = resolve_device(config.backend.device)
             self._dtype, self._device = model_dtype(config.precision.cpu_bf16, device), device
-            self.backend = HFBackend.from_pretrained(config.models.teacher, device=device, dtype=self._dtype)
+            self.backend = HFBackend.from_pretrained(
+                config.models.teacher, device=device, dtype=self._dtype, batch_size=config.backend.teacher_batch_rows
+            )
         self._path = config.models.teacher
 
     def ready(self) -> bool:

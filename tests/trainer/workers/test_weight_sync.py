@@ -431,3 +431,15 @@ def test_inproc_sync_copies_the_learners_weights_into_the_hf_engine(
             assert engine[name].data_ptr() != tensor.data_ptr(), name
     finally:
         group.close()
+
+
+def test_the_hf_teacher_scores_the_configured_rows_a_forward(
+    alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
+    """`backend.teacher_batch_rows` bounds the hf teacher's scoring forward (its peak memory; docs/design/039)."""
+    config = _config(alfworld_config, alfworld_server, objective={"name": "atod"}, backend={"teacher_batch_rows": 2})
+    backend = TeacherWorker(config).backend
+    assert isinstance(backend, HFBackend) and backend.batch_size == 2
+    prompts, responses = [[3, 4, 5, 6], [3, 9], [5, 6, 7]], [[7, 8], [10, 11, 12], [9]]
+    wide = HFBackend(backend.model, eos_token_ids=[0], pad_token_id=0, batch_size=64)
+    assert backend.score(prompts, responses) == wide.score(prompts, responses)
