@@ -65,7 +65,8 @@ class BackendConfig(_Section):
     weight_sync: Literal["auto", "state_dict", "inproc", "ipc", "nccl"] = Field(
         "auto",
         description="How learner weights reach the rollout engines. `state_dict`: a CPU copy (hf backend); "
-        "`inproc`: the learner's tensors handed to an engine in the same process (vLLM, Ray off); `ipc`: vLLM's "
+        "`inproc`: the learner's tensors handed to an engine in the same process (Ray off; the hf backend copies them "
+        "into its own weights, without `state_dict`'s full fp32 copy first: docs/design/039); `ipc`: vLLM's "
         "weight-transfer API over CUDA IPC (colocated); `nccl`: the same API over an NCCL broadcast (split). "
         "`auto`: state_dict for hf; for vllm inproc without Ray, ipc when colocated, nccl when split (CUDA), "
         "state_dict under Ray on CPU (ipc and nccl move CUDA tensors).",
@@ -86,6 +87,13 @@ class BackendConfig(_Section):
         "a session's next prompt (which extends the previous prompt and response) prefills only its new tokens; "
         "least recently used entries are evicted past it (SmolLM2-135M: 46 KB a token in fp32, 23 KB in bf16). "
         "0: off (every turn prefills its whole prompt).",
+    )
+    teacher_batch_rows: int = Field(
+        64,
+        ge=1,
+        description="hf backend: trajectories' longest rows the teacher scores in one forward. Its activations and "
+        "logit chunks scale with it (SmolLM2, rows of ~300-400 tokens: +0.49 GB peak at 32 rows, +0.14 GB at 8, which "
+        "also ran faster on one CPU thread; docs/design/039).",
     )
     decode_attention: Literal["eager", "model"] = Field(
         "eager",
@@ -326,6 +334,14 @@ class OptimConfig(_Section):
     grad_clip: float = Field(1.0, gt=0, description="Gradient-norm clip.")
     micro_batch_tokens: int = Field(
         8192, ge=16, description="Token budget of one micro-batch; gradients accumulate over micro-batches."
+    )
+    micro_batch_width_multiple: int = Field(
+        1,
+        ge=1,
+        description="Each micro-batch's width (its longest row) rounded up to a multiple of this many tokens (within "
+        "the batch's padded width; the extra columns are padding, masked out): fewer distinct tensor shapes. On the "
+        "CPU, oneDNN keeps kernels for every matmul shape it meets, about 10 MB per new SmolLM2 micro-batch width, "
+        "held for the process's life, and the heap fragments around them (docs/design/039). 1: the longest row's.",
     )
     epochs: int = Field(1, ge=1, description="Passes over each rollout batch (1 = on-policy).")
     logprob_chunk_tokens: int = Field(
@@ -636,7 +652,7 @@ class TrainerConfig(_Section):
 
     def _check_gpu_path(self) -> None:
         sync, backend, placement = self.weight_sync(), self.backend, self.placement
-        if sync != "state_dict" and backend.kind != "vllm":
+        if sync not in ("state_dict", "inproc") and backend.kind != "vllm":
             raise ValueError(f"backend.weight_sync {sync} pushes to vLLM engines: set backend.kind to vllm")
         if sync == "inproc" and self.ray.enabled:
             raise ValueError("backend.weight_sync inproc needs the engine in the learner's process: ray.enabled false")

@@ -86,6 +86,11 @@ def length_groups(lengths: list[int], token_budget: int) -> Iterator[tuple[slice
         start = end
 
 
+def round_up(width: int, multiple: int, limit: int) -> int:
+    """`width` rounded up to a multiple of `multiple`, at most `limit` (`optim.micro_batch_width_multiple`)."""
+    return min(-(-width // multiple) * multiple, max(limit, width))
+
+
 def batch_loss_weights(batch: TokenBatch, reduction: str) -> torch.Tensor:
     """(N, S) float64 weight of each supervised token in the whole batch's loss under `reduction`
     (its unit: the trajectory for `seq-*`, the turn for `turn-mean-token-mean`)."""
@@ -294,8 +299,10 @@ class Learner:
         to the largest count over ranks, since each forward and backward is a collective under FSDP."""
         own = rank_rows(batch.num_rows, self.rank, self.world_size)
         lengths = batch.attention_mask[own].sum(dim=1).tolist()
+        columns = batch.input_ids.shape[1]
+        multiple = self.optim.micro_batch_width_multiple
         plan = [
-            (slice(own.start + r.start, own.start + r.stop), width, True)
+            (slice(own.start + r.start, own.start + r.stop), round_up(width, multiple, columns), True)
             for r, width in length_groups(lengths, self.optim.micro_batch_tokens)
         ]
         count = all_reduce_max(len(plan), self.device)

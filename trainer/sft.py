@@ -41,9 +41,13 @@ def lr_factor(schedule: LrSchedule, done: int, steps: int) -> float:
     return FINAL_LR_SHARE + (1.0 - FINAL_LR_SHARE) * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def _collate(batch: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-pad -> (input_ids, attention_mask, labels) with labels -100 outside the responses. (B, S) each."""
-    width = max(len(p) + len(r) for p, r in batch)
+def _collate(
+    batch: Sequence[Example], pad_id: int, width_multiple: int = 1
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad -> (input_ids, attention_mask, labels) with labels -100 outside the responses. (B, S) each, S the
+    longest example rounded up to a multiple of `width_multiple`."""
+    longest = max(len(p) + len(r) for p, r in batch)
+    width = -(-longest // width_multiple) * width_multiple
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(batch), width), dtype=torch.long)
     labels = torch.full((len(batch), width), -100, dtype=torch.long)
@@ -108,6 +112,7 @@ def sft_train(
     targets_only: bool = True,
     adamw: AdamwImpl = "auto",
     micro_batch_tokens: int = 0,
+    micro_batch_width_multiple: int = 1,
 ) -> dict[str, float]:
     """Train `model` in place for `steps` AdamW steps; returns {first_loss, last_loss, steps, tokens, seconds}.
 
@@ -119,6 +124,8 @@ def sft_train(
     `response_loss`. `adamw`: torch's AdamW implementation (`trainer.adamw`; auto: fused on the CPU).
     `micro_batch_tokens`: each batch's forward and backward in parts of at most this many tokens (at least one
     example each), gradients accumulated to the whole batch's (0: the batch at once); activations scale with it.
+    `micro_batch_width_multiple`: each part padded to a multiple of this many tokens (few distinct shapes: the
+    learner's `optim.micro_batch_width_multiple`, docs/design/039).
     """
     if not examples:
         raise ValueError("sft_train needs at least one example")
@@ -142,7 +149,9 @@ def sft_train(
         optimizer.zero_grad(set_to_none=True)
         loss = 0.0
         for part in _pack(batch, micro_batch_tokens):
-            ids, mask, labels = (t.to(device) for t in _collate(part, tokenizer.pad_token_id))
+            ids, mask, labels = (
+                t.to(device) for t in _collate(part, tokenizer.pad_token_id, micro_batch_width_multiple)
+            )
             with autocast(device, cpu_bf16):
                 part_loss = response_loss(model, ids, mask, labels, targets_only=targets_only)
             share = sum(len(response) for _, response in part) / labelled

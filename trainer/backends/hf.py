@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import secrets
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -313,6 +313,19 @@ class HFBackend:
         if self.kv_store is not None:
             self.kv_store.clear()
         self.memory_events.append("load_weights")
+
+    def reload_weights(self, fill: Callable[[torch.nn.Module], bool]) -> bool:
+        """After a level-2 `sleep`: reallocate the weights and let `fill` write them in place (the frozen
+        teacher's, read from its folder: `update_weights` would need a whole second model first); whether
+        `fill` did (False: they count as freed still, and `update_weights` must come)."""
+        self._allocate_weights()
+        if not fill(self.model):
+            return False
+        self._dropped = None
+        if self.kv_store is not None:
+            self.kv_store.clear()
+        self.memory_events.append("load_weights")
+        return True
 
     def sleep(self, level: int) -> None:
         """Drop the kept keys and values; level 2 frees the weights too, as vLLM's level 2 discards them (the

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -48,6 +50,47 @@ def load_model(
     torch.nn.Module.to(model, device)
     model.eval()
     return model
+
+
+SAFETENSORS_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+
+
+def _safetensors_index(file: Path) -> tuple[int, dict[str, dict[str, Any]]]:
+    """A safetensors file's data offset and header (name -> dtype, shape, data_offsets)."""
+    with file.open("rb") as handle:
+        size = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(size))
+    header.pop("__metadata__", None)
+    return 8 + size, header
+
+
+def read_weights_into(model: torch.nn.Module, path: str | Path) -> bool:
+    """Copy the weights saved in a local HF folder's safetensors files into `model`'s own tensors, one tensor at a
+    time (cast to their dtype), with plain reads: no second model and no mapping of the files exist meanwhile
+    (mapped, a file's pages count in the process's RSS: the hf teacher's wake-up, docs/design/039).
+    False, with nothing copied, where the files do not cover every tensor of `model` (tied ones count as covered),
+    name one it lacks or of another shape or dtype, or the folder holds none (a sharded checkpoint)."""
+    files = sorted(_local_folder(path).glob("*.safetensors"))
+    state = model.state_dict()
+    index = {file: _safetensors_index(file) for file in files}
+    entries = {name: entry for _, header in index.values() for name, entry in header.items()}
+    fits = all(
+        name in state and list(state[name].shape) == entry["shape"] and entry["dtype"] in SAFETENSORS_DTYPES
+        for name, entry in entries.items()
+    )
+    loaded = {state[name].data_ptr() for name in entries if name in state}
+    if not files or not fits or any(t.data_ptr() not in loaded for t in state.values()):
+        return False
+    with torch.no_grad():
+        for file, (offset, header) in index.items():
+            with file.open("rb") as handle:
+                for name, entry in header.items():
+                    begin, end = entry["data_offsets"]
+                    handle.seek(offset + begin)
+                    raw = torch.empty(end - begin, dtype=torch.uint8)
+                    handle.readinto(raw.numpy())  # type: ignore[arg-type]  # an ndarray is a writable buffer
+                    state[name].copy_(raw.view(SAFETENSORS_DTYPES[entry["dtype"]]).view(entry["shape"]))
+    return True
 
 
 def _from_shards(folder: Path, dtype: torch.dtype) -> PreTrainedModel:

@@ -142,6 +142,7 @@ def sft_from_expert(
         cpu_bf16=bf16,
         adamw=config.optim.adamw,
         micro_batch_tokens=config.optim.micro_batch_tokens,  # the learner's budget bounds the SFT's activations too
+        micro_batch_width_multiple=config.optim.micro_batch_width_multiple,
     )
     after = evaluate_exact_match(model, tokenizer, held_out, cpu_bf16=bf16)
     result.update(exact_match_before=before, exact_match_after=after)

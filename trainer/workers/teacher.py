@@ -31,7 +31,9 @@ class TeacherWorker:
         else:
             device = resolve_device(config.backend.device)
             self._dtype, self._device = model_dtype(config.precision.cpu_bf16, device), device
-            self.backend = HFBackend.from_pretrained(config.models.teacher, device=device, dtype=self._dtype)
+            self.backend = HFBackend.from_pretrained(
+                config.models.teacher, device=device, dtype=self._dtype, batch_size=config.backend.teacher_batch_rows
+            )
         self._path = config.models.teacher
 
     def ready(self) -> bool:
@@ -47,9 +49,11 @@ class TeacherWorker:
     def wake_up(self) -> None:
         """Bring the weights and KV cache back (the hf backend: the frozen weights read again from disk)."""
         if isinstance(self.backend, HFBackend) and self.backend.weights_freed:
-            from trainer.models.loading import load_model
+            from trainer.models.loading import load_model, read_weights_into
 
-            self.backend.update_weights(load_model(self._path, dtype=self._dtype, device=self._device).state_dict())
+            # in place, one tensor at a time (docs/design/039); a sharded checkpoint loads a whole model first
+            if not self.backend.reload_weights(lambda model: read_weights_into(model, self._path)):
+                self.backend.update_weights(load_model(self._path, dtype=self._dtype, device=self._device).state_dict())
         self.backend.wake_up(None)
 
     def score(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], int]:

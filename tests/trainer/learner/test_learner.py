@@ -12,7 +12,7 @@ from trainer.backends.base import SamplingSettings
 from trainer.backends.hf import HFBackend
 from trainer.batching import SyncGroups, attach_teacher_logprobs
 from trainer.config import ObjectiveConfig, OptimConfig
-from trainer.learner import Learner, batch_loss_weights, micro_batches, token_logprobs
+from trainer.learner import Learner, batch_loss_weights, micro_batches, round_up, token_logprobs
 from trainer.models.loading import load_model
 from trainer.models.tiny import TinyModels
 from trainer.objectives.batch import TokenBatch
@@ -83,6 +83,31 @@ def test_micro_batching_gives_the_full_batch_gradient(
     assert any(float(a.abs().max()) > 0 for _, a, _ in grads)
     for name, a, b in grads:
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-7), name
+
+
+def test_rounded_micro_batch_widths_give_the_same_gradient(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    """`optim.micro_batch_width_multiple` pads each micro-batch to a multiple of its tokens (masked columns):
+    the widths change, the gradient does not (docs/design/039)."""
+    exact = _learner(tiny_models.student, "atod", budget=64)
+    rounded = _learner(tiny_models.student, "atod", budget=64)
+    rounded.optim = rounded.optim.model_copy(update={"micro_batch_width_multiple": 16})
+    widths = [width for _, width, _ in exact._schedule(batch)]
+    padded = [width for _, width, _ in rounded._schedule(batch)]
+    columns = batch.input_ids.shape[1]
+    assert padded != widths and all(p % 16 == 0 or p == columns for p in padded)
+    assert all(w <= p <= max(columns, w) for w, p in zip(widths, padded, strict=True))
+    advantages, _ = exact.spec.compute(batch, exact.hyperparameters, step=0)
+    weights = batch_loss_weights(batch, exact.reduction)
+    m_exact = exact._accumulate(batch, advantages, weights)
+    m_rounded = rounded._accumulate(batch, advantages, weights)
+    assert m_exact["actor/pg_loss"] == pytest.approx(m_rounded["actor/pg_loss"], rel=1e-5, abs=1e-7)
+    for (name, a), b in zip(exact.model.named_parameters(), rounded.model.parameters(), strict=True):
+        assert torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-7), name
+
+
+def test_round_up_stays_within_the_batch() -> None:
+    assert [round_up(w, 64, 300) for w in (1, 64, 65, 250, 299, 300)] == [64, 64, 128, 256, 300, 300]
+    assert round_up(17, 1, 300) == 17 and round_up(310, 64, 300) == 310
 
 
 def test_step_updates_the_weights(tiny_models: TinyModels, batch: TokenBatch) -> None:

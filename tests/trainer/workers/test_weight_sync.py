@@ -186,6 +186,7 @@ def test_weight_sync_modes_resolve_and_validate(alfworld_config: Callable[..., T
         ({"backend": {**vllm, "weight_sync": "nccl"}}, "split"),
         ({"backend": {**vllm, "weight_sync": "nccl"}, "placement": {"mode": "split"}}, "ray.enabled"),
         ({"backend": {**vllm, "weight_sync": "inproc"}, "ray": ray}, "ray.enabled false"),
+        ({"backend": {"weight_sync": "inproc"}, "ray": ray}, "ray.enabled false"),
         ({"backend": {**vllm, "tensor_parallel_size": 2}, "ray": ray}, "placement.mode split"),
         # one process, student and teacher engines: vLLM runs one engine per process
         ({"backend": vllm, "objective": {"name": "atod"}}, "one engine per process"),
@@ -409,3 +410,36 @@ def test_colocated_driver_step_sleeps_engines_through_the_update(
         assert list(group.rollout_workers[0].ref.backend.memory_events) == ["load_weights"]
     finally:
         group.close()
+
+
+def test_inproc_sync_copies_the_learners_weights_into_the_hf_engine(
+    alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
+    """`inproc` with the hf backend (docs/design/039): after an update the engine holds the learner's new weights,
+    copied from the live tensors (no full copy first), and the learner's tensors are not the engine's."""
+    config = _config(alfworld_config, alfworld_server, backend={"weight_sync": "inproc"})
+    assert config.weight_sync() == "inproc"
+    group = WorkerGroup(config, [alfworld_server])
+    try:
+        tasks = [(group.task_ids("train", ["pick_and_place_simple"])[0], 1)]
+        train_step(config, group, SyncGroups(config.prompt.context), tasks, step=0)
+        learner = group.learner.ref.learner.model.state_dict()
+        engine = group.rollout_workers[0].ref.backend.model.state_dict()
+        assert list(engine) == list(learner)
+        for name, tensor in learner.items():
+            assert torch.equal(engine[name], tensor.to(engine[name].dtype)), name
+            assert engine[name].data_ptr() != tensor.data_ptr(), name
+    finally:
+        group.close()
+
+
+def test_the_hf_teacher_scores_the_configured_rows_a_forward(
+    alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
+    """`backend.teacher_batch_rows` bounds the hf teacher's scoring forward (its peak memory; docs/design/039)."""
+    config = _config(alfworld_config, alfworld_server, objective={"name": "atod"}, backend={"teacher_batch_rows": 2})
+    backend = TeacherWorker(config).backend
+    assert isinstance(backend, HFBackend) and backend.batch_size == 2
+    prompts, responses = [[3, 4, 5, 6], [3, 9], [5, 6, 7]], [[7, 8], [10, 11, 12], [9]]
+    wide = HFBackend(backend.model, eos_token_ids=[0], pad_token_id=0, batch_size=64)
+    assert backend.score(prompts, responses) == wide.score(prompts, responses)
