@@ -218,6 +218,11 @@ class PromptConfig(_Section):
         description="Expert replies (SFT targets) put a space after the opening tag (`<answer> Sao Tome</answer>`), "
         "so that a word copied from the prompt, where a space precedes it, is the same tokens in the reply.",
     )
+    lowercase_observation: bool = Field(
+        False,
+        description="Observations in lower case, so that text the environment shows in capitals and lists in lower "
+        "case among the admissible actions (WebShop's product ids) is the same tokens in both places.",
+    )
     max_prompt_tokens: int = Field(
         1024,
         ge=16,

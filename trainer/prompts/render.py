@@ -48,6 +48,7 @@ class PromptRenderer:
         context: str = "history",
         history_length: int = 2,
         show_admissible: bool = True,
+        lowercase_observation: bool = False,
     ) -> None:
         try:
             self.format: ActionFormat = action_format(env_name)
@@ -58,6 +59,7 @@ class PromptRenderer:
         self.context = context
         self.history_length = history_length
         self.show_admissible = show_admissible
+        self.lowercase_observation = lowercase_observation
 
     def render(self, state: PromptState, history: int | None = None) -> str:
         """The user message of the turn at `state` (the follow-up message in `full` mode after turn 0).
@@ -66,11 +68,12 @@ class PromptRenderer:
         must shrink); step numbers still count every earlier turn.
         """
         step = len(state.past)
+        observation = state.observation.lower() if self.lowercase_observation else state.observation
         admissible = self._admissible(state.admissible)
         if self.context == "full" and step > 0:
             follow_up = COMPACT_FOLLOW_UP if self.style == "compact" else FULL_FOLLOW_UP
             return follow_up.format(
-                current_step=step + 1, current_observation=state.observation, admissible_actions=admissible
+                current_step=step + 1, current_observation=observation, admissible_actions=admissible
             )
         length = self.history_length if history is None else min(history, self.history_length)
         shown = list(state.past)[-length:] if self.context == "history" and length else []
@@ -79,9 +82,9 @@ class PromptRenderer:
             task_description=state.task_description.strip().rstrip("."),
             step_count=step,
             history_length=len(shown),
-            action_history=self._history(shown, state.observation, first_index=step - len(shown) + 1),
+            action_history=self._history(shown, observation, first_index=step - len(shown) + 1),
             current_step=step + 1,
-            current_observation=state.observation.strip(),
+            current_observation=observation.strip(),
             admissible_actions=admissible,
             reply_hint=reply_hint(self.format.stop),
         )
@@ -99,4 +102,8 @@ class PromptRenderer:
                 return ""
             label = "Previous action" if len(shown) == 1 else "Previous actions"
             return f" {label}: {' | '.join(step.action for step in shown)}."
-        return self.format.history([(step.observation, step.action) for step in shown], current, first_index)
+        past = [
+            (step.observation.lower() if self.lowercase_observation else step.observation, step.action)
+            for step in shown
+        ]
+        return self.format.history(past, current, first_index)

@@ -60,6 +60,7 @@ def renderer_for(config: TrainerConfig, style: str | None = None) -> PromptRende
         context=config.prompt.context,
         history_length=config.prompt.history_length,
         show_admissible=config.prompt.show_admissible,
+        lowercase_observation=config.prompt.lowercase_observation,
     )
 
 

@@ -104,6 +104,7 @@ def make_renderer(config: TrainerConfig) -> PromptRenderer:
         context=config.prompt.context,
         history_length=config.prompt.history_length,
         show_admissible=config.prompt.show_admissible,
+        lowercase_observation=config.prompt.lowercase_observation,
     )
 
 

@@ -16,6 +16,10 @@ recover from the page): it searches the instruction as the oracle does; on a res
 product whose title holds the goal's attributes (two of them when the goal asks for more: titles list two or
 three) and whose shown price, all of a range, is within the budget, else `Next >`; on a product page it clicks
 the offered value matching each goal option, then `Buy Now`.
+
+The first-product expert (`expert=first`) is the page expert that on a results page always clicks the first listed
+product: a choice a policy makes by copying the first id after `Next >`, without weighing titles and prices (the
+page expert clicks a later product in about a quarter of its clicks; docs/design/040-webshop-teacher.md).
 """
 
 from __future__ import annotations
@@ -71,6 +75,19 @@ def page_action(shop: Shop, state: ShopState, goal: Goal) -> str | None:
             if _looks_right(shop.products[asin], goal):
                 return f"click[{asin.lower()}]"
         return f"click[{NEXT_PAGE}]" if NEXT_PAGE in shop.clickables(state) else f"click[{BACK_TO_SEARCH}]"
+    return _off_results(shop, state, goal)
+
+
+def first_product_action(shop: Shop, state: ShopState, goal: Goal) -> str | None:
+    """The first-product expert's next action: the page expert's, but the first listed product on a results page."""
+    if state.page == "results":
+        shown = page(state.results, state.result_page, RESULTS_PER_PAGE)
+        return f"click[{shown[0].lower()}]" if shown else f"click[{BACK_TO_SEARCH}]"
+    return page_action(shop, state, goal)
+
+
+def _off_results(shop: Shop, state: ShopState, goal: Goal) -> str:
+    """Off the search and results pages: the options and `Buy Now` on a product page, else back (`< Prev`)."""
     if state.page != "item":
         return f"click[{PREV_PAGE}]"
     return _options_then_buy(shop, state, goal)
@@ -104,7 +121,11 @@ def _best_value(offered: list[str], wanted: str) -> str | None:
     return best[1] if best[0] > MATCH_THRESHOLD else None
 
 
-EXPERTS: dict[str, Callable[[Shop, ShopState, Goal], str | None]] = {"oracle": oracle_action, "page": page_action}
+EXPERTS: dict[str, Callable[[Shop, ShopState, Goal], str | None]] = {
+    "oracle": oracle_action,
+    "page": page_action,
+    "first": first_product_action,
+}
 """The session option `expert`'s values and their policies."""
 
 

@@ -88,6 +88,16 @@ def test_compact_style_lists_the_last_history_length_actions_without_their_obser
     assert "Step 1.\nObservation:" in PromptRenderer("alfworld", style="compact", history_length=3).render(first)
 
 
+def test_lowercase_observation_makes_a_shown_id_the_listed_actions_text() -> None:
+    page = PromptState("i need a hoodie", "Next > [SEP] B0M6UZ8RR9 [SEP] Lylu Hoodie", ["click[b0m6uz8rr9]"], [])
+    plain = PromptRenderer("webshop", style="compact").render(page)
+    assert "B0M6UZ8RR9" in plain and plain.count("b0m6uz8rr9") == 1
+    lowered = PromptRenderer("webshop", style="compact", lowercase_observation=True).render(page)
+    assert "Observation: next > [sep] b0m6uz8rr9 [sep] lylu hoodie\n" in lowered and lowered.count("b0m6uz8rr9") == 2
+    past = PromptState("put a mug away", "Nothing", [], [PastStep("You See A Fridge 1", "look")])
+    assert "you see a fridge 1" in PromptRenderer("alfworld", history_length=1, lowercase_observation=True).render(past)
+
+
 def test_unknown_environment_is_refused() -> None:
     with pytest.raises(ValueError, match="no ATOD template"):
         PromptRenderer("minecraft")
