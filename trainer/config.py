@@ -348,6 +348,13 @@ class OptimConfig(_Section):
         "CPU, oneDNN keeps kernels for every matmul shape it meets, about 10 MB per new SmolLM2 micro-batch width, "
         "held for the process's life, and the heap fragments around them (docs/design/039). 1: the longest row's.",
     )
+    trim_heap_every: int = Field(
+        0,
+        ge=0,
+        description="On the CPU: return the heap's free pages to the OS (glibc `malloc_trim`) at the start of each "
+        "update and after every this many micro-batches. Freed activations and the engines' slept weights otherwise "
+        "stay resident among long-lived blocks, raising the update's peak RSS (docs/design/039). 0: never.",
+    )
     epochs: int = Field(1, ge=1, description="Passes over each rollout batch (1 = on-policy).")
     logprob_chunk_tokens: int = Field(
         1024,

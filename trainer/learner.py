@@ -38,6 +38,7 @@ import torch
 from trainer.adamw import make_adamw
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.learner_dist import LogprobModel, all_reduce_max, all_reduce_sum, rank_rows, shard, world
+from trainer.memory import trim_heap
 from trainer.models.loading import SHARDED_DIR
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.loss import loss_weights, ppo_actor_loss, reduction_unit_ids
@@ -153,9 +154,17 @@ class Learner:
         docs/design/029, kept as the reference of its parity tests and `trainer bench --speed`'s old path)."""
         self.global_step = 0
 
+    def _trim_heap(self, micro_batches: int) -> None:
+        """On the CPU, every `optim.trim_heap_every` micro-batches (and at 0, an update's start): the heap's free
+        pages back to the OS (docs/design/039)."""
+        every = self.optim.trim_heap_every
+        if every and self.device.type == "cpu" and micro_batches % every == 0:
+            trim_heap()
+
     def step(self, batch: TokenBatch) -> dict[str, float]:
         """One optimizer update (times `optim.epochs`) on `batch`; returns metrics."""
         start = time.perf_counter()
+        self._trim_heap(0)
         batch = batch.to(self.device)
         recompute_metrics: dict[str, float] = {}
         if self.separate_recompute:
@@ -231,7 +240,7 @@ class Learner:
         entropy_sum = 0.0
         total = max(float(batch.loss_mask.sum()), 1.0)
         constraints = batch.constraints if self.pbr is not None and self.pbr.weight > 0 else None
-        for rows, width, real in self._schedule(batch):
+        for index, (rows, width, real) in enumerate(self._schedule(batch), start=1):
             ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
             mask = batch.loss_mask[rows, :width]
             with autocast(self.device, self.cpu_bf16):
@@ -256,6 +265,7 @@ class Learner:
                 )
             # FSDP averages gradients over ranks; the weights are already global, so scale back up.
             ((loss + aux) * self.world_size).backward()
+            self._trim_heap(index)
             if not real:
                 continue
             entropy_sum += float(entropy[mask].sum())

@@ -41,11 +41,16 @@ def map_large_allocations(threshold: int = LARGE_ALLOCATION) -> bool:
     return bool(callable(mallopt) and mallopt(M_MMAP_THRESHOLD, threshold))
 
 
-def release_memory() -> bool:
-    """Collect garbage, then return the heap's free memory to the OS; whether the C library could trim."""
-    gc.collect()
+def trim_heap() -> bool:
+    """Return the heap's free pages to the OS (glibc `malloc_trim`); whether the C library could."""
     trim = _malloc_trim()
     if trim is None:
         return False
     trim(0)
     return True
+
+
+def release_memory() -> bool:
+    """Collect garbage, then return the heap's free memory to the OS; whether the C library could trim."""
+    gc.collect()
+    return trim_heap()

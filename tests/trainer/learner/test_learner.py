@@ -13,6 +13,7 @@ from trainer.backends.hf import HFBackend
 from trainer.batching import SyncGroups, attach_teacher_logprobs
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.learner import Learner, batch_loss_weights, micro_batches, round_up, token_logprobs
+from trainer.memory import trim_heap
 from trainer.models.loading import load_model
 from trainer.models.tiny import TinyModels
 from trainer.objectives.batch import TokenBatch
@@ -103,6 +104,19 @@ def test_rounded_micro_batch_widths_give_the_same_gradient(tiny_models: TinyMode
     assert m_exact["actor/pg_loss"] == pytest.approx(m_rounded["actor/pg_loss"], rel=1e-5, abs=1e-7)
     for (name, a), b in zip(exact.model.named_parameters(), rounded.model.parameters(), strict=True):
         assert torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-7), name
+
+
+def test_trimming_the_heap_leaves_the_update_unchanged(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    """`optim.trim_heap_every` returns free heap pages between micro-batches (glibc here): the weights after an update
+    are the same as without it (docs/design/039)."""
+    assert trim_heap()
+    plain = _learner(tiny_models.student, "atod", budget=64)
+    trimmed = _learner(tiny_models.student, "atod", budget=64)
+    trimmed.optim = trimmed.optim.model_copy(update={"trim_heap_every": 1})
+    plain.step(batch)
+    trimmed.step(batch)
+    for (name, a), b in zip(plain.model.named_parameters(), trimmed.model.parameters(), strict=True):
+        assert torch.equal(a, b), name
 
 
 def test_round_up_stays_within_the_batch() -> None:
