@@ -8,6 +8,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 from torch import Tensor
 
+from trainer.backends.constraint import AllowedReplies
+
 FinishReason = Literal["stop", "length"]
 
 
@@ -47,9 +49,12 @@ class Generation:
 class GenerationBackend(Protocol):
     """Samples responses for a batch of tokenised prompts and accepts new weights from the learner."""
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], sampling: SamplingSettings, allowed: AllowedReplies | None = None
+    ) -> list[Generation]:
         """One Generation per prompt, sampled as `sampling` says (temperature 0 is greedy; a seed makes
-        the call reproducible)."""
+        the call reproducible); `allowed` limits a prompt's response to one of its token sequences
+        (trainer/backends/constraint.py; a backend that cannot raises NotImplementedError)."""
         ...
 
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:

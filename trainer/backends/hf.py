@@ -25,6 +25,7 @@ from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.backends.base import FinishReason, Generation, SamplingSettings
+from trainer.backends.constraint import AllowedReplies, ReplyConstraint, constraints_for, mask_disallowed
 from trainer.backends.kv_store import KVEntry, KVStore, batch_cache, split_cache
 from trainer.backends.sampling import sample_next
 from trainer.models.loading import load_model, load_tokenizer
@@ -155,20 +156,28 @@ class HFBackend:
         )
 
     @torch.inference_mode()
-    def generate(self, prompts: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], sampling: SamplingSettings, allowed: AllowedReplies | None = None
+    ) -> list[Generation]:
         """Sample a response per prompt (see `GenerationBackend.generate`), `batch_size` prompts at a time."""
         if any(not prompt for prompt in prompts):
             raise ValueError("every prompt needs at least one token")
+        constraints = constraints_for(allowed, len(prompts))
         self._check_weights()
         generator = torch.Generator(device=self.device)
         generator.manual_seed(secrets.randbits(63) if sampling.seed is None else sampling.seed)
         results: list[Generation] = []
         for start in range(0, len(prompts), self.batch_size):
-            results += self._generate_batch(prompts[start : start + self.batch_size], sampling, generator)
+            end = start + self.batch_size
+            results += self._generate_batch(prompts[start:end], sampling, generator, constraints[start:end])
         return results
 
     def _generate_batch(
-        self, prompts: list[list[int]], sampling: SamplingSettings, generator: torch.Generator
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingSettings,
+        generator: torch.Generator,
+        constraints: list[ReplyConstraint | None],
     ) -> list[Generation]:
         top_logprobs = sampling.top_logprobs
         kept, cache, ids, mask, positions = self._prefill_inputs(prompts)
@@ -195,7 +204,7 @@ class HFBackend:
                 logits = out.logits[:, -1, :].float()
                 logp = torch.log_softmax(logits, dim=-1)
                 chosen = sample_next(
-                    logits,
+                    mask_disallowed(logits, constraints, active),
                     temperature=sampling.temperature,
                     top_k=sampling.top_k,
                     top_p=sampling.top_p,
@@ -210,7 +219,10 @@ class HFBackend:
                     logprobs[i].append(chosen_logp_list[i])
                     if top is not None:
                         tops[i].append(list(zip(top.indices[i].tolist(), top.values[i].tolist(), strict=True)))
-                    if self._stop.stopped(tokens[i]):
+                    constraint = constraints[i]
+                    if constraint is not None:
+                        constraint.advance(chosen_list[i])
+                    if self._stop.stopped(tokens[i]) or (constraint is not None and constraint.exhausted):
                         reasons[i] = "stop"
                     else:
                         still_active.append(i)

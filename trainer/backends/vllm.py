@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from trainer.backends.base import FinishReason, Generation, SamplingSettings
+from trainer.backends.constraint import CONSTRAINED_NEEDS_HF, AllowedReplies
 from trainer.backends.weight_transfer import DEFAULT_BUCKET_BYTES, WeightExport, release_cuda_cache
 
 _WORKER_EXTENSION = "trainer.backends.vllm_worker.WeightSyncExtension"
@@ -149,8 +150,12 @@ class VLLMBackend:
     def _prompts(self, rows: Sequence[Sequence[int]]) -> list[Any]:
         return [self._vllm.TokensPrompt(prompt_token_ids=list(row)) for row in rows]
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingSettings) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], sampling: SamplingSettings, allowed: AllowedReplies | None = None
+    ) -> list[Generation]:
         """Sample one response per prompt; each prompt gets its own seed drawn from `sampling.seed`."""
+        if allowed is not None and any(seqs is not None for seqs in allowed):
+            raise NotImplementedError(CONSTRAINED_NEEDS_HF)
         seed = sampling.seed
         seeds = random.Random(seed).sample(range(2**31), len(prompts)) if seed is not None else [None] * len(prompts)
         top_logprobs = sampling.top_logprobs

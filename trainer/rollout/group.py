@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from envhub.client import EnvhubError, EnvView, SessionPort, StatusCode
 from trainer.backends.base import Generation, GenerationBackend, SamplingSettings
 from trainer.prompts import PastStep, PromptRenderer, PromptState, encode_follow_up, encode_user_turn
-from trainer.rollout.matching import ActionMatch, match_action
+from trainer.rollout.matching import ActionMatch, AdmissibleReplies, match_action
 from trainer.rollout.takeover import ProgressTracker, Recovery
 from trainer.rollout.types import Trajectory, Turn
 
@@ -64,8 +64,10 @@ class RolloutSettings:
     """What a response cut at `max_new_tokens` becomes: `invalid` (an invalid action: nothing is sent,
     the turn is trained like any other) or `mask` (parsed as usual, but excluded from the loss)."""
     action_match: ActionMatch = "exact"
-    """A parsed action not on the episode's concrete admissible list: sent as written (`exact`) or replaced by the
-    most similar listed action (`nearest`; trainer/rollout/matching.py)."""
+    """A parsed action not on the episode's concrete admissible list: sent as written (`exact`), replaced by the
+    most similar listed action (`nearest`), or never generated (`constrained`; trainer/rollout/matching.py)."""
+    reply_space: bool = False
+    """`prompt.reply_space`: how the replies `constrained` allows are written (`action_text`'s `spaced`)."""
 
 
 @dataclass
@@ -189,6 +191,11 @@ class GroupRollout:
         self.tokenizer = tokenizer
         self.renderer = renderer
         self.settings = settings
+        self._replies = (
+            AdmissibleReplies(tokenizer, renderer.format.parse, settings.reply_space)
+            if settings.action_match == "constrained"
+            else None
+        )
         self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="rollout")
 
     def close(self) -> None:
@@ -248,6 +255,7 @@ class GroupRollout:
             [p + e.resume.prefix_ids if e.resume else p for p, e in zip(prompts, active, strict=True)],
             by_teacher,
             dataclasses.replace(sampling, seed=seed),
+            self._allowed(active),
         )
         stats.generate_s += time.perf_counter() - t0
         stats.generated_tokens += sum(len(g.token_ids) for g in generated)
@@ -275,17 +283,30 @@ class GroupRollout:
                 continue
             self._record(episode, prompt, generation, text, action, outcome, teacher, written)
 
+    def _allowed(self, active: list[Episode]) -> list[list[list[int]] | None] | None:
+        """Under `constrained`, per episode the replies it may generate (after a resumed prefix); None: all free."""
+        if self._replies is None:
+            return None
+        replies = self._replies
+        return [replies.allowed(e.view.admissible or (), e.resume.prefix_ids if e.resume else ()) for e in active]
+
     def _generate(
-        self, prompts: list[list[int]], by_teacher: list[bool], sampling: SamplingSettings
+        self,
+        prompts: list[list[int]],
+        by_teacher: list[bool],
+        sampling: SamplingSettings,
+        allowed: list[list[list[int]] | None] | None = None,
     ) -> list[Generation]:
         """One batched call per acting model: the student's, and the teacher's for sessions it took over."""
         if not any(by_teacher) or self.recovery is None:
-            return list(self.backend.generate(prompts, sampling))
+            return _generate_with(self.backend, prompts, sampling, allowed)
         out: list[Generation | None] = [None] * len(prompts)
         for backend, flag in ((self.backend, False), (self.recovery.teacher, True)):
             index = [i for i, teacher in enumerate(by_teacher) if teacher == flag]
             if index:
-                for i, generation in zip(index, backend.generate([prompts[i] for i in index], sampling), strict=True):
+                part = None if allowed is None else [allowed[i] for i in index]
+                made = _generate_with(backend, [prompts[i] for i in index], sampling, part)
+                for i, generation in zip(index, made, strict=True):
                     out[i] = generation
         return [g for g in out if g is not None]
 
@@ -479,3 +500,15 @@ def shorten(text: str, limit: int = 80) -> str:
     """One line of at most `limit` characters (an invalid turn's text in the history)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _generate_with(
+    backend: GenerationBackend,
+    prompts: list[list[int]],
+    sampling: SamplingSettings,
+    allowed: list[list[list[int]] | None] | None,
+) -> list[Generation]:
+    """`backend.generate`, limited to `allowed` when some prompt has a constraint (else called without it)."""
+    if allowed is None or all(a is None for a in allowed):
+        return list(backend.generate(prompts, sampling))
+    return list(backend.generate(prompts, sampling, allowed))

@@ -1,7 +1,10 @@
 """`rollout.action_match`: what a reply's action not on the admissible list becomes before it is sent.
 
 `exact` (the papers' free text, the default): the parsed action is sent as written; one the environment does not
-know is answered "Nothing happens." (ALFWorld) and costs the turn. `nearest`: when the episode lists concrete
+know is answered "Nothing happens." (ALFWorld) and costs the turn. `constrained`: the reply is sampled only among
+the replies naming a listed action (`AdmissibleReplies`: their tokens as SFT writes them, masked in the backend:
+trainer/backends/constraint.py), so it is always admissible; docs/design/041-constrained-actions.md.
+`nearest`: when the episode lists concrete
 admissible actions (`concrete_list`: ALFWorld, ScienceWorld; not WebShop's or Search-QA's templates) and the parsed
 action is not one of them, the most similar listed action is sent instead, as Huang et al. 2022 ("Language Models as
 Zero-Shot Planners") translate a generated step to the nearest admissible one. The similarity is the standard
@@ -14,12 +17,15 @@ characters of its intended template. Ties go to the action listed first. docs/de
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
-from typing import Literal
+from functools import lru_cache
+from typing import Any, Literal, get_args
 
-ActionMatch = Literal["exact", "nearest"]
-ACTION_MATCHES: tuple[str, ...] = ("exact", "nearest")
+from trainer.rollout.expert import action_text
+
+ActionMatch = Literal["exact", "nearest", "constrained"]
+ACTION_MATCHES: tuple[str, ...] = get_args(ActionMatch)
 
 _PLACEHOLDER = re.compile(r"<[^<>\s][^<>]*>")
 """A `<placeholder>` in an action template (not the `< prev` of a WebShop link)."""
@@ -45,7 +51,39 @@ def nearest_action(action: str, admissible: Sequence[str]) -> str:
 
 def match_action(action: str | None, admissible: Sequence[str], mode: ActionMatch) -> str | None:
     """The action to send: `action` itself, or under `nearest` the closest of a concrete `admissible` list when
-    `action` is not on it (an unparsed None stays None: there is nothing to match)."""
-    if mode == "exact" or action is None or action in admissible or not concrete_list(admissible):
+    `action` is not on it (an unparsed None stays None: there is nothing to match; `constrained` replies are on
+    the list already)."""
+    if mode != "nearest" or action is None or action in admissible or not concrete_list(admissible):
         return action
     return nearest_action(action, admissible)
+
+
+class AdmissibleReplies:
+    """The token sequences of the replies naming each admissible action (`constrained`): `action_text` (`spaced`:
+    `prompt.reply_space`) and EOS, exactly what SFT trains, kept only where the format parses the text back."""
+
+    def __init__(self, tokenizer: Any, parse: Callable[[str], str | None], spaced: bool = False) -> None:
+        self.tokenizer = tokenizer
+        self.parse = parse
+        self.spaced = spaced
+        self.reply_ids = lru_cache(maxsize=1 << 16)(self._encode)
+
+    def _encode(self, action: str) -> tuple[int, ...] | None:
+        text = action_text(action, self.spaced)
+        if self.parse(text) != action:
+            return None
+        eos = self.tokenizer.eos_token_id
+        return (*self.tokenizer.encode(text, add_special_tokens=False), *(() if eos is None else (eos,)))
+
+    def allowed(self, admissible: Sequence[str], prefix: Sequence[int] = ()) -> list[list[int]] | None:
+        """What a response after the already generated `prefix` may be, for a concrete `admissible` list (None: a
+        template list, or no reply extends the prefix: the response is left free)."""
+        if not concrete_list(admissible):
+            return None
+        cut = len(prefix)
+        fitting = [
+            list(ids[cut:])
+            for ids in map(self.reply_ids, admissible)
+            if ids is not None and len(ids) > cut and list(ids[:cut]) == list(prefix)
+        ]
+        return fitting or None

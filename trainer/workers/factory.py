@@ -120,4 +120,5 @@ def rollout_settings(config: TrainerConfig) -> RolloutSettings:
         max_prompt_tokens=config.prompt.max_prompt_tokens,
         truncation=config.rollout.truncation,
         action_match=config.rollout.action_match,
+        reply_space=config.prompt.reply_space,
     )

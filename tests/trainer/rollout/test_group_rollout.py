@@ -251,3 +251,28 @@ def test_an_action_off_the_list_is_sent_as_written_or_as_the_nearest_listed(
     assert all("go to the moon 7" not in prompt and off.turns[0].action in prompt for prompt in later_prompts)
     replay = expert_labels(port, off, max_turns=3)
     assert not replay.diverged and len(replay.prompts) == len(off.turns)
+
+
+def test_constrained_replies_are_always_listed_actions(port: Sessions, tiny_models: TinyModels) -> None:
+    """`constrained`: the random tiny student, left to itself, only ever sends listed actions (none invalid, none
+    replaced), its reply's text is the action's reply and its log-probs are the model's own."""
+    tok = load_tokenizer(tiny_models.student)
+    backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
+    rollout = _rollout(port, backend, tok, group_size=2, max_turns=4, action_match="constrained")
+    tasks, sampling = [("train/00001", 0), ("train/00002", 0)], SamplingSettings(max_new_tokens=24, seed=3)
+    try:
+        trajs, stats = rollout.run(tasks, sampling)
+    finally:
+        rollout.close()
+    turns = [turn for traj in trajs for turn in traj.turns]
+    assert stats.turns == len(turns) > 0 and stats.invalid_turns == stats.matched_turns == 0
+    for turn in turns:
+        assert turn.action in turn.admissible and turn.matched_from is None
+        assert turn.response_text == f"<action>{turn.action}</action>"
+        assert all(lp <= 0 for lp in turn.logp_old)
+    unconstrained = _rollout(port, backend, tok, group_size=2, max_turns=4)
+    try:
+        _, free = unconstrained.run(tasks, sampling)
+    finally:
+        unconstrained.close()
+    assert free.invalid_turns > 0  # the same model left free writes replies that name no action

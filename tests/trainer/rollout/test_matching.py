@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from envhub.client.formats import action_format
 from trainer.config import ConfigError
-from trainer.rollout.matching import concrete_list, match_action, nearest_action
+from trainer.models import train_tokenizer
+from trainer.models.corpus import SEED_TEXTS
+from trainer.rollout.expert import action_text
+from trainer.rollout.matching import AdmissibleReplies, concrete_list, match_action, nearest_action
 from trainer.workers.factory import rollout_settings
 
 ROOM = [
@@ -47,3 +51,29 @@ def test_the_config_key_reaches_the_rollout_settings(alfworld_config) -> None:  
     assert rollout_settings(nearest).action_match == "nearest"
     with pytest.raises((ConfigError, ValueError), match="action_match"):
         alfworld_config("localhost:1", rollout={"action_match": "closest"})
+
+
+def test_constrained_allows_the_replies_sft_writes_for_listed_actions() -> None:
+    """`AdmissibleReplies`: each listed action's reply as SFT writes it (`action_text`, EOS), narrowed after a
+    resumed prefix; a template list or a prefix no reply extends leaves the response free."""
+    tokenizer = train_tokenizer(SEED_TEXTS, vocab_size=512)
+    replies = AdmissibleReplies(tokenizer, action_format("alfworld").parse, spaced=True)
+    allowed = replies.allowed(ROOM)
+    assert allowed is not None and len(allowed) == len(ROOM)
+    for action, ids in zip(ROOM, allowed, strict=True):
+        assert ids[-1] == tokenizer.eos_token_id
+        assert tokenizer.decode(ids[:-1]) == action_text(action, spaced=True)
+    prefix = allowed[6][:-3]  # part-way into "take pen 1 from shelf 2"
+    rest = replies.allowed(ROOM, prefix)
+    assert rest is not None and [*prefix, *allowed[6][len(prefix) :]] in [[*prefix, *r] for r in rest]
+    assert all([*prefix, *r] in allowed for r in rest)
+    assert replies.allowed(WEBSHOP) is None and replies.allowed([]) is None
+    assert replies.allowed(ROOM, [tokenizer.eos_token_id]) is None
+    assert match_action("look", ROOM, "constrained") == "look"
+
+
+def test_constrained_needs_the_hf_backend(alfworld_config) -> None:  # type: ignore[no-untyped-def]
+    constrained = alfworld_config("localhost:1", rollout={"group_size": 2, "action_match": "constrained"})
+    assert rollout_settings(constrained).action_match == "constrained"
+    with pytest.raises((ConfigError, ValueError), match="hf backend only"):
+        alfworld_config("localhost:1", rollout={"action_match": "constrained"}, backend={"kind": "vllm"})

@@ -1,0 +1,99 @@
+"""HFBackend's constrained generation (`rollout.action_match: constrained`) on a tiny random Qwen3: every response is
+one of its prompt's allowed sequences, the log-probs stay the model's own (unmasked), greedy picks the most likely
+allowed sequence token by token, and free prompts in the same batch are untouched."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from trainer.backends import HFBackend
+from trainer.backends.base import SamplingSettings
+from trainer.backends.constraint import ReplyConstraint, mask_disallowed
+
+
+def _teacher_forced(model: PreTrainedModel, prompt: list[int], response: list[int]) -> torch.Tensor:
+    ids = torch.tensor([prompt + response])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+    return logp[len(prompt) - 1 :]
+
+
+def _allowed(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[int]]:
+    return [[*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id] for text in texts]
+
+
+ACTIONS = ["go to drawer 1", "go to drawer 2", "go to countertop 1", "take apple 1 from countertop 1", "look"]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_every_response_is_an_allowed_sequence_with_unmasked_logprobs(
+    backend: HFBackend,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[list[int]],
+    temperature: float,
+) -> None:
+    allowed = _allowed(tokenizer, ACTIONS)
+    seen = set()
+    for seed in range(6):
+        sampling = SamplingSettings(max_new_tokens=32, temperature=temperature, seed=seed)
+        gens = backend.generate(prompts, sampling, [allowed] * len(prompts))
+        for prompt, gen in zip(prompts, gens, strict=True):
+            assert gen.token_ids in allowed and gen.finish_reason == "stop"
+            expected = _teacher_forced(model, prompt, gen.token_ids)
+            taken = expected.gather(-1, torch.tensor(gen.token_ids)[:, None]).squeeze(-1)
+            torch.testing.assert_close(torch.tensor(gen.logprobs), taken, atol=1e-4, rtol=0)
+            seen.add(tuple(gen.token_ids))
+    assert len(seen) > 1  # sampling, not a fixed pick
+
+
+def test_greedy_takes_the_most_likely_allowed_token_at_each_step(
+    backend: HFBackend, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
+) -> None:
+    allowed = _allowed(tokenizer, ACTIONS)
+    gens = backend.generate(prompts, SamplingSettings(max_new_tokens=32, temperature=0.0), [allowed] * len(prompts))
+    for prompt, gen in zip(prompts, gens, strict=True):
+        logp = _teacher_forced(model, prompt, gen.token_ids)
+        constraint = ReplyConstraint(allowed)
+        for step, token in enumerate(gen.token_ids):
+            options = constraint.next_tokens()
+            assert token == max(options, key=lambda t: logp[step, t].item())
+            constraint.advance(token)
+        assert constraint.exhausted
+
+
+def test_free_prompts_in_a_constrained_batch_generate_as_without_constraints(
+    backend: HFBackend, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
+) -> None:
+    sampling = SamplingSettings(max_new_tokens=10, temperature=0.0)
+    free = backend.generate(prompts, sampling)
+    mixed = backend.generate(prompts, sampling, [None, _allowed(tokenizer, ["look"]), None, None])
+    assert [g.token_ids for i, g in enumerate(mixed) if i != 1] == [g.token_ids for i, g in enumerate(free) if i != 1]
+    assert mixed[1].token_ids == _allowed(tokenizer, ["look"])[0]
+
+
+def test_a_response_ends_when_its_allowed_sequence_is_complete_without_a_stop_token(
+    backend: HFBackend, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
+) -> None:
+    bare = [tokenizer.encode("look", add_special_tokens=False)]  # no EOS: the sequence's end stops it
+    gens = backend.generate(prompts[:1], SamplingSettings(max_new_tokens=32, seed=0), [bare])
+    assert gens[0].token_ids == bare[0] and gens[0].finish_reason == "stop"
+
+
+def test_bad_allowed_lists_are_refused(backend: HFBackend, prompts: list[list[int]]) -> None:
+    with pytest.raises(ValueError, match="allowed-reply lists"):
+        backend.generate(prompts, SamplingSettings(max_new_tokens=4), [[[1, 2]]])
+    with pytest.raises(ValueError, match="at least one non-empty"):
+        backend.generate(prompts[:1], SamplingSettings(max_new_tokens=4), [[[]]])
+
+
+def test_mask_leaves_unconstrained_and_finished_rows_alone() -> None:
+    logits = torch.zeros(3, 6)
+    constraint = ReplyConstraint([[1, 2], [1, 3]])
+    masked = mask_disallowed(logits, [constraint, None, ReplyConstraint([[4]])], rows=[0, 1])
+    assert torch.isfinite(masked[0]).tolist() == [False, True, False, False, False, False]
+    assert torch.isfinite(masked[1:]).all()  # row 1 free, row 2 not among the active rows
+    constraint.advance(1)
+    assert constraint.next_tokens() == [2, 3]
