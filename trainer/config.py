@@ -252,13 +252,14 @@ class RolloutConfig(_Section):
         "verl-agent/ATOD: an invalid action, nothing is sent, trained like any turn) or `mask` (sent if it "
         "parses, excluded from the loss, DAPO's overlong filtering).",
     )
-    action_match: Literal["exact", "nearest", "constrained"] = Field(
+    action_match: Literal["exact", "nearest", "constrained", "choice"] = Field(
         "exact",
         description="A reply's action not on the episode's concrete admissible list (ALFWorld, ScienceWorld): "
         "`exact` (default, the papers' free text: sent as written), `nearest` (the most similar listed action is "
         "sent, history and DAgger replay show it, the reply's tokens are learnt as generated; Huang et al. 2022; "
-        "docs/design/038-action-matching.md) or `constrained` (replies sampled only among those naming a listed "
-        "action, log-probs unmasked; hf backend; docs/design/041-constrained-actions.md).",
+        "docs/design/038-action-matching.md), `constrained` (replies sampled token by token only among those naming a "
+        "listed action) or `choice` (one of those replies drawn whole by the model's probability of each); the last "
+        "two record unmasked log-probs, hf backend only (docs/design/041-constrained-actions.md).",
     )
     top_logprobs: int = Field(0, ge=0, le=20, description="Record the top-k log-probs per token (BranchOPD: 20).")
     snapshots: bool = Field(False, description="Record a snapshot handle at each turn start (one extra call).")
@@ -629,7 +630,7 @@ class TrainerConfig(_Section):
             raise ValueError("placement.learner_gpus reserves GPUs through Ray: set ray.enabled to true")
         if self.divopd.audit_every and self.placement.learner_gpus > 1:
             raise ValueError("divopd.audit_every runs on one learner rank: set placement.learner_gpus <= 1")
-        if self.rollout.action_match == "constrained" and self.backend.kind != "hf":
+        if self.rollout.action_match in ("constrained", "choice") and self.backend.kind != "hf":
             from trainer.backends.constraint import CONSTRAINED_NEEDS_HF
 
             raise ValueError(CONSTRAINED_NEEDS_HF)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from torch import Tensor
 
-from trainer.backends.constraint import AllowedReplies
-
 FinishReason = Literal["stop", "length"]
+
+AllowedReplies = Sequence[Sequence[Sequence[int]] | None]
+"""Per prompt, the complete token sequences its response may be (None: unconstrained)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,10 @@ class SamplingSettings:
     """Record this many most likely (token, log-prob) pairs per response token."""
     seed: int | None = None
     """Makes the call reproducible; None draws a fresh seed."""
+    constrain: Literal["tokens", "replies"] = "tokens"
+    """How `generate`'s `allowed` limits a response: `tokens` (sampled token by token, what no allowed sequence
+    continues with masked) or `replies` (one allowed sequence drawn whole, by the model's probability of each,
+    normalised over them at `temperature`; top-k and top-p do not apply); trainer/backends/constraint.py."""
 
 
 @dataclass

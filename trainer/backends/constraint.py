@@ -1,9 +1,12 @@
-"""Constrained decoding: each response limited to one of its row's allowed token sequences.
+"""Constrained generation: each response limited to one of its row's allowed token sequences.
 
-What `rollout.action_match: constrained` generates with (docs/design/041-constrained-actions.md): the rollout gives
-each prompt the token sequences of its admissible replies (the reply text and EOS), and the backend masks, at every
-step, the tokens that no allowed sequence continues with. The log-probs it records stay the model's own, unmasked
-(the learner's recompute, and vLLM's `raw_logprobs`); only the sampling is restricted.
+What `rollout.action_match: constrained` and `choice` generate with (docs/design/041-constrained-actions.md): the
+rollout gives each prompt the token sequences of its admissible replies (the reply text and EOS). `tokens`
+(`SamplingSettings.constrain`): at every step the backend masks the tokens that no allowed sequence continues with.
+`replies`: the model scores every allowed sequence whole on top of the prompt's keys and values, and one is drawn by
+its probability, normalised over the allowed ones (exactly the model conditioned on replying one of them, where
+token masks renormalise each step and let an early token commit to a reply the model finds unlikely). The
+log-probs recorded stay the model's own, unmasked (the learner's recompute, and vLLM's `raw_logprobs`).
 """
 
 from __future__ import annotations
@@ -12,13 +15,13 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
+from transformers import DynamicCache, PreTrainedModel
 
-AllowedReplies = Sequence[Sequence[Sequence[int]] | None]
-"""Per prompt, the complete token sequences its response may be (None: unconstrained)."""
+from trainer.backends.base import AllowedReplies, Generation, SamplingSettings
 
 CONSTRAINED_NEEDS_HF = (
-    "rollout.action_match: constrained limits replies in the hf backend only (backend.kind: hf); with vllm use "
-    "`exact` or `nearest`"
+    "rollout.action_match constrained and choice limit replies in the hf backend only (backend.kind: hf); with vllm "
+    "use `exact` or `nearest`"
 )
 
 
@@ -66,3 +69,51 @@ def mask_disallowed(logits: Tensor, constraints: Sequence[ReplyConstraint | None
         keep[i] = False
         keep[i, tokens] = True
     return logits.masked_fill(~keep, float("-inf"))
+
+
+def choose_reply(
+    model: PreTrainedModel,
+    prompt: Sequence[int],
+    choices: Sequence[Sequence[int]],
+    sampling: SamplingSettings,
+    generator: torch.Generator,
+    pad_token_id: int,
+) -> Generation:
+    """One of `choices` (complete responses) drawn by the model's probability of each given `prompt`: the prompt
+    is computed once and the choices in one batch on its keys and values; P(choice)^(1/T) normalised over them
+    (T = 0: the most likely, ties to the first)."""
+    if not choices or not all(choices):
+        raise ValueError("a reply is chosen among one or more non-empty token sequences")
+    device = next(model.parameters()).device
+    n, width = len(choices), max(len(c) for c in choices)
+    cache = DynamicCache()
+    first = model(
+        input_ids=torch.tensor([list(prompt)], device=device), past_key_values=cache, use_cache=True, logits_to_keep=1
+    ).logits[:, -1:]
+    cache.batch_repeat_interleave(n)
+    ids = torch.full((n, width), pad_token_id, dtype=torch.long, device=device)
+    mask = torch.zeros((n, width), dtype=torch.long, device=device)
+    for row, choice in enumerate(choices):
+        ids[row, : len(choice)] = torch.tensor(list(choice), device=device)
+        mask[row, : len(choice)] = 1
+    rest = model(
+        input_ids=ids,
+        attention_mask=torch.cat([torch.ones((n, len(prompt)), dtype=torch.long, device=device), mask], dim=1),
+        position_ids=len(prompt) + torch.arange(width, device=device)[None].expand(n, -1),
+        past_key_values=cache,
+        use_cache=True,
+    ).logits
+    # position k's token is predicted by the prompt's last logits (k = 0) or the choice's token k - 1
+    logp = torch.log_softmax(torch.cat([first.expand(n, -1, -1), rest[:, :-1]], dim=1).float(), dim=-1)
+    token_logp = logp.gather(-1, ids[..., None]).squeeze(-1) * mask
+    totals = token_logp.sum(dim=-1)
+    if sampling.temperature == 0:
+        pick = int(totals.argmax())
+    else:
+        pick = int(torch.multinomial(torch.softmax(totals / sampling.temperature, dim=0), 1, generator=generator))
+    length = len(choices[pick])
+    tops = None
+    if sampling.top_logprobs:
+        top = torch.topk(logp[pick, :length], min(sampling.top_logprobs, logp.shape[-1]), dim=-1)
+        tops = [list(zip(i.tolist(), v.tolist(), strict=True)) for i, v in zip(top.indices, top.values, strict=True)]
+    return Generation(list(choices[pick]), token_logp[pick, :length].tolist(), tops, "stop")

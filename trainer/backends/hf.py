@@ -24,8 +24,8 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from trainer.backends.base import FinishReason, Generation, SamplingSettings
-from trainer.backends.constraint import AllowedReplies, ReplyConstraint, constraints_for, mask_disallowed
+from trainer.backends.base import AllowedReplies, FinishReason, Generation, SamplingSettings
+from trainer.backends.constraint import ReplyConstraint, choose_reply, constraints_for, mask_disallowed
 from trainer.backends.kv_store import KVEntry, KVStore, batch_cache, split_cache
 from trainer.backends.sampling import sample_next
 from trainer.models.loading import load_model, load_tokenizer
@@ -166,11 +166,17 @@ class HFBackend:
         self._check_weights()
         generator = torch.Generator(device=self.device)
         generator.manual_seed(secrets.randbits(63) if sampling.seed is None else sampling.seed)
-        results: list[Generation] = []
-        for start in range(0, len(prompts), self.batch_size):
-            end = start + self.batch_size
-            results += self._generate_batch(prompts[start:end], sampling, generator, constraints[start:end])
-        return results
+        results: dict[int, Generation] = {}
+        if allowed is not None and sampling.constrain == "replies":
+            for i, choices in enumerate(allowed):
+                if choices is not None:
+                    results[i] = choose_reply(self.model, prompts[i], choices, sampling, generator, self.pad_token_id)
+        free = [i for i in range(len(prompts)) if i not in results]
+        for start in range(0, len(free), self.batch_size):
+            rows = free[start : start + self.batch_size]
+            made = self._generate_batch([prompts[i] for i in rows], sampling, generator, [constraints[i] for i in rows])
+            results.update(zip(rows, made, strict=True))
+        return [results[i] for i in range(len(prompts))]
 
     def _generate_batch(
         self,

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from trainer.backends.base import FinishReason, Generation, SamplingSettings
-from trainer.backends.constraint import CONSTRAINED_NEEDS_HF, AllowedReplies
+from trainer.backends.base import AllowedReplies, FinishReason, Generation, SamplingSettings
+from trainer.backends.constraint import CONSTRAINED_NEEDS_HF
 from trainer.backends.weight_transfer import DEFAULT_BUCKET_BYTES, WeightExport, release_cuda_cache
 
 _WORKER_EXTENSION = "trainer.backends.vllm_worker.WeightSyncExtension"

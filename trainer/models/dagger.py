@@ -41,6 +41,8 @@ class Dagger:
     """At most this many labels of each distinct state (observation, expert action) of an episode; 0: every turn."""
     keep_rounds: int = 0
     """SFT on the labels of the last this many rounds only (1: the current model's); 0: every round's (Ross et al.)."""
+    action_match: str = ""
+    """How the rounds' play sends the model's replies (`rollout.action_match`); "": the config's."""
 
 
 def kept_labels(rounds: Sequence[Sequence[Example]], keep_rounds: int) -> list[Example]:
@@ -73,6 +75,8 @@ def dagger_rounds(
 
     play = config.model_copy(deep=True)
     play.rollout.strategy = "group"  # the model plays alone
+    if dagger.action_match:
+        play.rollout.action_match = dagger.action_match  # type: ignore[assignment]
     rounds: list[list[Example]] = []
     records = []
     folder = Path(tempfile.mkdtemp(prefix="dagger-"))

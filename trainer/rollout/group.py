@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from envhub.client import EnvhubError, EnvView, SessionPort, StatusCode
 from trainer.backends.base import Generation, GenerationBackend, SamplingSettings
 from trainer.prompts import PastStep, PromptRenderer, PromptState, encode_follow_up, encode_user_turn
-from trainer.rollout.matching import ActionMatch, AdmissibleReplies, match_action
+from trainer.rollout.matching import CONSTRAIN, ActionMatch, AdmissibleReplies, match_action
 from trainer.rollout.takeover import ProgressTracker, Recovery
 from trainer.rollout.types import Trajectory, Turn
 
@@ -65,9 +65,9 @@ class RolloutSettings:
     the turn is trained like any other) or `mask` (parsed as usual, but excluded from the loss)."""
     action_match: ActionMatch = "exact"
     """A parsed action not on the episode's concrete admissible list: sent as written (`exact`), replaced by the
-    most similar listed action (`nearest`), or never generated (`constrained`; trainer/rollout/matching.py)."""
+    most similar listed action (`nearest`), or never generated (`constrained`, `choice`; rollout/matching.py)."""
     reply_space: bool = False
-    """`prompt.reply_space`: how the replies `constrained` allows are written (`action_text`'s `spaced`)."""
+    """`prompt.reply_space`: how the replies `constrained` and `choice` allow are written (`action_text`'s `spaced`)."""
 
 
 @dataclass
@@ -193,7 +193,7 @@ class GroupRollout:
         self.settings = settings
         self._replies = (
             AdmissibleReplies(tokenizer, renderer.format.parse, settings.reply_space)
-            if settings.action_match == "constrained"
+            if settings.action_match in ("constrained", "choice")
             else None
         )
         self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="rollout")
@@ -254,7 +254,7 @@ class GroupRollout:
         generated = self._generate(
             [p + e.resume.prefix_ids if e.resume else p for p, e in zip(prompts, active, strict=True)],
             by_teacher,
-            dataclasses.replace(sampling, seed=seed),
+            dataclasses.replace(sampling, seed=seed, constrain=CONSTRAIN.get(self.settings.action_match, "tokens")),
             self._allowed(active),
         )
         stats.generate_s += time.perf_counter() - t0

@@ -1,9 +1,10 @@
 """`rollout.action_match`: what a reply's action not on the admissible list becomes before it is sent.
 
 `exact` (the papers' free text, the default): the parsed action is sent as written; one the environment does not
-know is answered "Nothing happens." (ALFWorld) and costs the turn. `constrained`: the reply is sampled only among
-the replies naming a listed action (`AdmissibleReplies`: their tokens as SFT writes them, masked in the backend:
-trainer/backends/constraint.py), so it is always admissible; docs/design/041-constrained-actions.md.
+know is answered "Nothing happens." (ALFWorld) and costs the turn. `constrained` and `choice`: the reply is one of
+the replies naming a listed action (`AdmissibleReplies`: their tokens as SFT writes them), sampled token by token
+with the others masked (`constrained`) or drawn whole by the model's probability of each (`choice`), in the backend
+(trainer/backends/constraint.py), so it is always admissible; docs/design/041-constrained-actions.md.
 `nearest`: when the episode lists concrete
 admissible actions (`concrete_list`: ALFWorld, ScienceWorld; not WebShop's or Search-QA's templates) and the parsed
 action is not one of them, the most similar listed action is sent instead, as Huang et al. 2022 ("Language Models as
@@ -24,8 +25,10 @@ from typing import Any, Literal, get_args
 
 from trainer.rollout.expert import action_text
 
-ActionMatch = Literal["exact", "nearest", "constrained"]
+ActionMatch = Literal["exact", "nearest", "constrained", "choice"]
 ACTION_MATCHES: tuple[str, ...] = get_args(ActionMatch)
+CONSTRAIN: dict[str, Literal["tokens", "replies"]] = {"constrained": "tokens", "choice": "replies"}
+"""How each mode that limits replies to the listed actions has the backend do it (`SamplingSettings.constrain`)."""
 
 _PLACEHOLDER = re.compile(r"<[^<>\s][^<>]*>")
 """A `<placeholder>` in an action template (not the `< prev` of a WebShop link)."""
@@ -51,16 +54,16 @@ def nearest_action(action: str, admissible: Sequence[str]) -> str:
 
 def match_action(action: str | None, admissible: Sequence[str], mode: ActionMatch) -> str | None:
     """The action to send: `action` itself, or under `nearest` the closest of a concrete `admissible` list when
-    `action` is not on it (an unparsed None stays None: there is nothing to match; `constrained` replies are on
-    the list already)."""
+    `action` is not on it (an unparsed None stays None: there is nothing to match; `constrained` and `choice`
+    replies are on the list already)."""
     if mode != "nearest" or action is None or action in admissible or not concrete_list(admissible):
         return action
     return nearest_action(action, admissible)
 
 
 class AdmissibleReplies:
-    """The token sequences of the replies naming each admissible action (`constrained`): `action_text` (`spaced`:
-    `prompt.reply_space`) and EOS, exactly what SFT trains, kept only where the format parses the text back."""
+    """The token sequences of the replies naming each admissible action (`constrained`, `choice`): `action_text`
+    (`spaced`: `prompt.reply_space`) and EOS, exactly what SFT trains, kept only where the format parses it back."""
 
     def __init__(self, tokenizer: Any, parse: Callable[[str], str | None], spaced: bool = False) -> None:
         self.tokenizer = tokenizer

@@ -1,8 +1,11 @@
-"""HFBackend's constrained generation (`rollout.action_match: constrained`) on a tiny random Qwen3: every response is
-one of its prompt's allowed sequences, the log-probs stay the model's own (unmasked), greedy picks the most likely
-allowed sequence token by token, and free prompts in the same batch are untouched."""
+"""HFBackend's constrained generation (`rollout.action_match: constrained` / `choice`) on a tiny random Qwen3: every
+response is one of its prompt's allowed sequences, the log-probs stay the model's own (unmasked), greedy picks the
+most likely allowed token at each step (`tokens`) or the most likely allowed reply (`replies`), replies are drawn
+by their probability, and free prompts in the same batch are untouched."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import pytest
 import torch
@@ -27,6 +30,7 @@ def _allowed(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[
 ACTIONS = ["go to drawer 1", "go to drawer 2", "go to countertop 1", "take apple 1 from countertop 1", "look"]
 
 
+@pytest.mark.parametrize("constrain", ["tokens", "replies"])
 @pytest.mark.parametrize("temperature", [1.0, 2.0])
 def test_every_response_is_an_allowed_sequence_with_unmasked_logprobs(
     backend: HFBackend,
@@ -34,11 +38,12 @@ def test_every_response_is_an_allowed_sequence_with_unmasked_logprobs(
     tokenizer: PreTrainedTokenizerBase,
     prompts: list[list[int]],
     temperature: float,
+    constrain: Literal["tokens", "replies"],
 ) -> None:
-    allowed = _allowed(tokenizer, ACTIONS)
+    allowed = _allowed(tokenizer, ACTIONS[:2])  # replies of one length: a random model's draws vary among them
     seen = set()
     for seed in range(6):
-        sampling = SamplingSettings(max_new_tokens=32, temperature=temperature, seed=seed)
+        sampling = SamplingSettings(max_new_tokens=32, temperature=temperature, seed=seed, constrain=constrain)
         gens = backend.generate(prompts, sampling, [allowed] * len(prompts))
         for prompt, gen in zip(prompts, gens, strict=True):
             assert gen.token_ids in allowed and gen.finish_reason == "stop"
@@ -64,10 +69,45 @@ def test_greedy_takes_the_most_likely_allowed_token_at_each_step(
         assert constraint.exhausted
 
 
-def test_free_prompts_in_a_constrained_batch_generate_as_without_constraints(
+def test_greedy_replies_take_the_most_likely_allowed_reply(
     backend: HFBackend, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
 ) -> None:
-    sampling = SamplingSettings(max_new_tokens=10, temperature=0.0)
+    allowed = _allowed(tokenizer, ACTIONS)
+    sampling = SamplingSettings(temperature=0.0, constrain="replies", top_logprobs=3)
+    gens = backend.generate(prompts, sampling, [allowed] * len(prompts))
+    for prompt, gen in zip(prompts, gens, strict=True):
+        totals = [sum(s) for s in backend.score([prompt] * len(allowed), allowed)]
+        assert gen.token_ids == allowed[totals.index(max(totals))]
+        assert gen.top_logprobs is not None and len(gen.top_logprobs) == len(gen.token_ids)
+        assert all(top[0][1] >= lp - 1e-5 for top, lp in zip(gen.top_logprobs, gen.logprobs, strict=True))
+
+
+def test_replies_are_drawn_by_their_probability_normalised_over_the_allowed(
+    backend: HFBackend, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
+) -> None:
+    """400 draws at T = 20 from one prompt: each reply's frequency within 4 standard errors of P(reply)^(1/T)
+    normalised over the allowed (here about 0.15, 0.15 and 0.7: the random model favours the shorter reply)."""
+    allowed = _allowed(tokenizer, ACTIONS[:3])
+    totals = torch.tensor([sum(s) for s in backend.score([prompts[1]] * 3, allowed)])
+    expected = torch.softmax(totals / 20, dim=0)
+    draws = 400
+    counts = torch.zeros(3)
+    for seed in range(draws // 20):
+        sampling = SamplingSettings(temperature=20.0, seed=seed, constrain="replies")
+        for gen in backend.generate([prompts[1]] * 20, sampling, [allowed] * 20):
+            counts[allowed.index(gen.token_ids)] += 1
+    error = (expected * (1 - expected) / draws).sqrt()
+    assert ((counts / draws - expected).abs() <= 4 * error + 1e-3).all(), (counts / draws, expected)
+
+
+@pytest.mark.parametrize("constrain", ["tokens", "replies"])
+def test_free_prompts_in_a_constrained_batch_generate_as_without_constraints(
+    backend: HFBackend,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[list[int]],
+    constrain: Literal["tokens", "replies"],
+) -> None:
+    sampling = SamplingSettings(max_new_tokens=10, temperature=0.0, constrain=constrain)
     free = backend.generate(prompts, sampling)
     mixed = backend.generate(prompts, sampling, [None, _allowed(tokenizer, ["look"]), None, None])
     assert [g.token_ids for i, g in enumerate(mixed) if i != 1] == [g.token_ids for i, g in enumerate(free) if i != 1]
@@ -87,6 +127,8 @@ def test_bad_allowed_lists_are_refused(backend: HFBackend, prompts: list[list[in
         backend.generate(prompts, SamplingSettings(max_new_tokens=4), [[[1, 2]]])
     with pytest.raises(ValueError, match="at least one non-empty"):
         backend.generate(prompts[:1], SamplingSettings(max_new_tokens=4), [[[]]])
+    with pytest.raises(ValueError, match="non-empty token sequences"):
+        backend.generate(prompts[:1], SamplingSettings(constrain="replies"), [[[5], []]])
 
 
 def test_mask_leaves_unconstrained_and_finished_rows_alone() -> None:

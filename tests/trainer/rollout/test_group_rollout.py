@@ -253,12 +253,13 @@ def test_an_action_off_the_list_is_sent_as_written_or_as_the_nearest_listed(
     assert not replay.diverged and len(replay.prompts) == len(off.turns)
 
 
-def test_constrained_replies_are_always_listed_actions(port: Sessions, tiny_models: TinyModels) -> None:
-    """`constrained`: the random tiny student, left to itself, only ever sends listed actions (none invalid, none
-    replaced), its reply's text is the action's reply and its log-probs are the model's own."""
+@pytest.mark.parametrize("mode", ["constrained", "choice"])
+def test_constrained_replies_are_always_listed_actions(port: Sessions, tiny_models: TinyModels, mode: str) -> None:
+    """`constrained` and `choice`: the random tiny student, left to itself, only ever sends listed actions (none
+    invalid, none replaced), its reply's text is the action's reply and its log-probs are the model's own."""
     tok = load_tokenizer(tiny_models.student)
     backend = HFBackend.from_pretrained(tiny_models.student, stop=STOP_STRINGS)
-    rollout = _rollout(port, backend, tok, group_size=2, max_turns=4, action_match="constrained")
+    rollout = _rollout(port, backend, tok, group_size=2, max_turns=4, action_match=mode)
     tasks, sampling = [("train/00001", 0), ("train/00002", 0)], SamplingSettings(max_new_tokens=24, seed=3)
     try:
         trajs, stats = rollout.run(tasks, sampling)
