@@ -63,15 +63,15 @@ def _parser() -> argparse.ArgumentParser:
         const="tiny",
         help="instead, make the quickstart's student and teacher of this plan (default tiny) afresh into OUT as "
         "`trainer quickstart` does, with its local server (no --config); the shipped ones: "
-        "--quickstart --out trainer/quickstart/shipped/tiny, --quickstart ladder --env alfworld --out "
-        "trainer/quickstart/shipped/ladder-alfworld",
+        "--quickstart --out trainer/quickstart/shipped/tiny",
     )
     p.add_argument("--env", help="--quickstart: the environment (default: the plan's, else alfworld if installed)")
     p.add_argument(
         "--ladder",
         metavar="NAME",
-        help="instead, make a model ladder's teacher and student (trainer/configs/ladder/NAME.yaml: webshop, "
-        "searchqa) into OUT and record their held-out success in OUT/ladder.json; --set overrides its trainer config",
+        help="instead, make a model ladder's teacher and student (trainer/configs/ladder/NAME.yaml: alfworld, "
+        "webshop, searchqa) into OUT and record their held-out success in OUT/ladder.json; --set overrides its "
+        "trainer config; the shipped ones: --ladder alfworld --out trainer/quickstart/shipped/ladder-alfworld",
     )
     p = sub.add_parser(
         "export",
