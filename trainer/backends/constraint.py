@@ -11,6 +11,7 @@ log-probs recorded stay the model's own, unmasked (the learner's recompute, and 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -71,6 +72,11 @@ def mask_disallowed(logits: Tensor, constraints: Sequence[ReplyConstraint | None
     return logits.masked_fill(~keep, float("-inf"))
 
 
+CHOICE_ROWS = 32
+"""Listed replies scored in one forward on the prompt's keys and values: bounds the repeated cache and the logits
+(a ScienceWorld room lists hundreds of actions)."""
+
+
 def choose_reply(
     model: PreTrainedModel,
     prompt: Sequence[int],
@@ -80,16 +86,47 @@ def choose_reply(
     pad_token_id: int,
 ) -> Generation:
     """One of `choices` (complete responses) drawn by the model's probability of each given `prompt`: the prompt
-    is computed once and the choices in one batch on its keys and values; P(choice)^(1/T) normalised over them
-    (T = 0: the most likely, ties to the first)."""
+    is computed once and the choices `CHOICE_ROWS` at a time on its keys and values; P(choice)^(1/T) normalised
+    over them (T = 0: the most likely, ties to the first)."""
     if not choices or not all(choices):
         raise ValueError("a reply is chosen among one or more non-empty token sequences")
     device = next(model.parameters()).device
-    n, width = len(choices), max(len(c) for c in choices)
     cache = DynamicCache()
     first = model(
         input_ids=torch.tensor([list(prompt)], device=device), past_key_values=cache, use_cache=True, logits_to_keep=1
     ).logits[:, -1:]
+    scored = [
+        _score_choices(model, cache, first, len(prompt), choices[start : start + CHOICE_ROWS], pad_token_id)[0]
+        for start in range(0, len(choices), CHOICE_ROWS)
+    ]
+    totals = torch.cat([token_logp.sum(dim=-1) for token_logp in scored])
+    if sampling.temperature == 0:
+        pick = int(totals.argmax())
+    else:
+        pick = int(torch.multinomial(torch.softmax(totals / sampling.temperature, dim=0), 1, generator=generator))
+    length = len(choices[pick])
+    token_logp = scored[pick // CHOICE_ROWS][pick % CHOICE_ROWS, :length]
+    tops = None
+    if sampling.top_logprobs:
+        logp = _score_choices(model, cache, first, len(prompt), [choices[pick]], pad_token_id)[1][0, :length]
+        top = torch.topk(logp, min(sampling.top_logprobs, logp.shape[-1]), dim=-1)
+        tops = [list(zip(i.tolist(), v.tolist(), strict=True)) for i, v in zip(top.indices, top.values, strict=True)]
+    return Generation(list(choices[pick]), token_logp.tolist(), tops, "stop")
+
+
+def _score_choices(
+    model: PreTrainedModel,
+    prompt_cache: DynamicCache,
+    first: Tensor,
+    prompt_length: int,
+    choices: Sequence[Sequence[int]],
+    pad_token_id: int,
+) -> tuple[Tensor, Tensor]:
+    """Each choice's token log-probs (n, width; 0 past its end) and every position's log-softmax (n, width, V), from
+    one forward of the choices on a copy of the prompt's cache (`first`: the prompt's last logits, 1 x 1 x V)."""
+    device = first.device
+    n, width = len(choices), max(len(c) for c in choices)
+    cache = copy.deepcopy(prompt_cache)
     cache.batch_repeat_interleave(n)
     ids = torch.full((n, width), pad_token_id, dtype=torch.long, device=device)
     mask = torch.zeros((n, width), dtype=torch.long, device=device)
@@ -98,22 +135,11 @@ def choose_reply(
         mask[row, : len(choice)] = 1
     rest = model(
         input_ids=ids,
-        attention_mask=torch.cat([torch.ones((n, len(prompt)), dtype=torch.long, device=device), mask], dim=1),
-        position_ids=len(prompt) + torch.arange(width, device=device)[None].expand(n, -1),
+        attention_mask=torch.cat([torch.ones((n, prompt_length), dtype=torch.long, device=device), mask], dim=1),
+        position_ids=prompt_length + torch.arange(width, device=device)[None].expand(n, -1),
         past_key_values=cache,
         use_cache=True,
     ).logits
     # position k's token is predicted by the prompt's last logits (k = 0) or the choice's token k - 1
     logp = torch.log_softmax(torch.cat([first.expand(n, -1, -1), rest[:, :-1]], dim=1).float(), dim=-1)
-    token_logp = logp.gather(-1, ids[..., None]).squeeze(-1) * mask
-    totals = token_logp.sum(dim=-1)
-    if sampling.temperature == 0:
-        pick = int(totals.argmax())
-    else:
-        pick = int(torch.multinomial(torch.softmax(totals / sampling.temperature, dim=0), 1, generator=generator))
-    length = len(choices[pick])
-    tops = None
-    if sampling.top_logprobs:
-        top = torch.topk(logp[pick, :length], min(sampling.top_logprobs, logp.shape[-1]), dim=-1)
-        tops = [list(zip(i.tolist(), v.tolist(), strict=True)) for i, v in zip(top.indices, top.values, strict=True)]
-    return Generation(list(choices[pick]), token_logp[pick, :length].tolist(), tops, "stop")
+    return logp.gather(-1, ids[..., None]).squeeze(-1) * mask, logp
