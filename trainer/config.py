@@ -630,7 +630,9 @@ class TrainerConfig(_Section):
             raise ValueError("placement.learner_gpus reserves GPUs through Ray: set ray.enabled to true")
         if self.divopd.audit_every and self.placement.learner_gpus > 1:
             raise ValueError("divopd.audit_every runs on one learner rank: set placement.learner_gpus <= 1")
-        if self.rollout.action_match in ("constrained", "choice") and self.backend.kind != "hf":
+        from trainer.rollout.matching import CONSTRAIN
+
+        if self.rollout.action_match in CONSTRAIN and self.backend.kind != "hf":
             from trainer.backends.constraint import CONSTRAINED_NEEDS_HF
 
             raise ValueError(CONSTRAINED_NEEDS_HF)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer.config import TrainerConfig
+from trainer.config import ConfigError, TrainerConfig
 
 Example = tuple[list[int], list[int]]
 
@@ -43,6 +43,12 @@ class Dagger:
     """SFT on the labels of the last this many rounds only (1: the current model's); 0: every round's (Ross et al.)."""
     action_match: str = ""
     """How the rounds' play sends the model's replies (`rollout.action_match`); "": the config's."""
+
+    def __post_init__(self) -> None:
+        from trainer.rollout.matching import ACTION_MATCHES
+
+        if self.action_match and self.action_match not in ACTION_MATCHES:
+            raise ConfigError(f"dagger.action_match {self.action_match!r} is not one of {', '.join(ACTION_MATCHES)}")
 
 
 def kept_labels(rounds: Sequence[Sequence[Example]], keep_rounds: int) -> list[Example]:

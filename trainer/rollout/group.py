@@ -193,7 +193,7 @@ class GroupRollout:
         self.settings = settings
         self._replies = (
             AdmissibleReplies(tokenizer, renderer.format.parse, settings.reply_space)
-            if settings.action_match in ("constrained", "choice")
+            if settings.action_match in CONSTRAIN
             else None
         )
         self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="rollout")
@@ -284,7 +284,8 @@ class GroupRollout:
             self._record(episode, prompt, generation, text, action, outcome, teacher, written)
 
     def _allowed(self, active: list[Episode]) -> list[list[list[int]] | None] | None:
-        """Under `constrained`, per episode the replies it may generate (after a resumed prefix); None: all free."""
+        """Under `constrained` or `choice`, per episode the replies it may generate (after a resumed prefix); None:
+        all free."""
         if self._replies is None:
             return None
         replies = self._replies

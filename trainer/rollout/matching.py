@@ -1,14 +1,17 @@
 """`rollout.action_match`: what a reply's action not on the admissible list becomes before it is sent.
 
 `exact` (the papers' free text, the default): the parsed action is sent as written; one the environment does not
-know is answered "Nothing happens." (ALFWorld) and costs the turn. `constrained` and `choice`: the reply is one of
-the replies naming a listed action (`AdmissibleReplies`: their tokens as SFT writes them), sampled token by token
-with the others masked (`constrained`) or drawn whole by the model's probability of each (`choice`), in the backend
-(trainer/backends/constraint.py), so it is always admissible; docs/design/041-constrained-actions.md.
-`nearest`: when the episode lists concrete
-admissible actions (`concrete_list`: ALFWorld, ScienceWorld; not WebShop's or Search-QA's templates) and the parsed
-action is not one of them, the most similar listed action is sent instead, as Huang et al. 2022 ("Language Models as
-Zero-Shot Planners") translate a generated step to the nearest admissible one. The similarity is the standard
+know is answered "Nothing happens." (ALFWorld) and costs the turn.
+
+`constrained` and `choice`: the reply is one of the replies naming a listed action (`AdmissibleReplies`: their
+tokens as SFT writes them), sampled token by token with the others masked (`constrained`) or drawn whole by the
+model's probability of each (`choice`), in the backend (trainer/backends/constraint.py), so it is always
+admissible; docs/design/041-constrained-actions.md.
+
+`nearest`: when the episode lists concrete admissible actions (`concrete_list`: ALFWorld, ScienceWorld; not
+WebShop's or Search-QA's templates) and the parsed action is not one of them, the most similar listed action is sent
+instead, as Huang et al. 2022 ("Language Models as Zero-Shot Planners") translate a generated step to the nearest
+admissible one. The similarity is the standard
 library's `difflib.SequenceMatcher` ratio (twice the matched characters over both lengths): deterministic, no
 model and no extra package, and on ALFWorld's short templated commands the action differing in one object or
 number (`go to cabinet 4` in a room with cabinets 1-3, `take laptop 1 from shelf 2` where a pen 1 lies) keeps most

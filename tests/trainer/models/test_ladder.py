@@ -111,3 +111,10 @@ def test_make_ladder_runs_its_dagger_rounds_on_alfworld(tmp_path: Path) -> None:
     turns = [r["labelled_turns"] for r in rounds]  # the SFT after round 3 drops round 1's labels
     assert [r["sft_labels"] for r in rounds] == [turns[0], turns[0] + turns[1], turns[1] + turns[2]]
     assert record["held_out"]["teacher"]["samples"] == 2
+
+
+def test_a_bad_dagger_action_match_is_refused_when_the_spec_loads() -> None:
+    """A misspelt `dagger.action_match` fails at once, not after an hour of SFT when the rounds start."""
+    assert Dagger(rounds=1, action_match="exact").action_match == "exact"
+    with pytest.raises(ConfigError, match=r"dagger\.action_match 'closest'"):
+        Dagger(rounds=1, action_match="closest")
