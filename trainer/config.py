@@ -608,7 +608,7 @@ class TrainerConfig(_Section):
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:
         self._check_strategy_sections()
-        from trainer.objectives.registry import get_objective
+        from trainer.objectives.registry import build_config, get_objective
 
         spec = get_objective(self.objective.name)
         if spec.needs_teacher and not self.models.teacher:
@@ -632,6 +632,15 @@ class TrainerConfig(_Section):
             raise ValueError("divopd.audit_every runs on one learner rank: set placement.learner_gpus <= 1")
         from trainer.rollout.matching import CONSTRAIN
 
+        if spec.scores_listed_replies(build_config(spec.name, self.objective.params)):
+            if self.rollout.action_match != "choice":
+                raise ValueError(
+                    "objective kl_over: replies learns the KL over listed replies: set rollout.action_match: choice"
+                )
+            if self.placement.learner_gpus > 1:
+                raise ValueError(
+                    "objective kl_over: replies trains on one learner rank: set placement.learner_gpus <= 1"
+                )
         if self.rollout.action_match in CONSTRAIN and self.backend.kind != "hf":
             from trainer.backends.constraint import CONSTRAINED_NEEDS_HF
 

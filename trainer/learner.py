@@ -13,6 +13,9 @@ One `Learner.step(batch)`:
    the current parameters and adds its share of the loss (each token's weight in the reduction is
    computed once on the whole batch, so accumulation gives exactly the full-batch gradient even when
    a trajectory's turn rows fall into different micro-batches);
+2b. with an objective's `kl_over: replies`, the turns drawn among listed replies add the exact KL of the student's
+   choice from the teacher's over each list (`trainer.objectives.listed`, docs/design/042); when every token
+   advantage is then 0 (OPD with every turn listed) the token pass is skipped: its gradient would be 0;
 3. grad-norm clip, AdamW step (`optim.adamw`: fused on the CPU, `trainer.adamw`). bf16 autocast on CUDA,
    and on the CPU with `cpu_bf16` (fp32 master weights and AdamW state either way; `trainer.precision`).
 
@@ -36,11 +39,14 @@ from typing import Any
 import torch
 
 from trainer.adamw import make_adamw
+from trainer.backends.listed import listed_reply_logprobs
 from trainer.config import ObjectiveConfig, OptimConfig
+from trainer.errors import ObjectiveError
 from trainer.learner_dist import LogprobModel, all_reduce_max, all_reduce_sum, rank_rows, shard, world
 from trainer.memory import trim_heap
 from trainer.models.loading import SHARDED_DIR
 from trainer.objectives.batch import TokenBatch
+from trainer.objectives.listed import ListedTurns, listed_kl
 from trainer.objectives.loss import loss_weights, ppo_actor_loss, reduction_unit_ids
 from trainer.objectives.pbr import PBR_CONSTRAINTS, PBR_EVENT_PROB, PBR_LOSS, ConstraintBatch, PbrConfig, pbr_loss
 from trainer.objectives.registry import build_config, get_objective
@@ -49,6 +55,12 @@ from trainer.precision import autocast
 STATE_FILE = "trainer_state.pt"
 ROLLOUT_DIFF = "actor/rollout_logp_abs_diff"
 """Mean |rollout's recorded log-prob - the learner's| over supervised tokens, where the learner's replace them."""
+LISTED_KL = "opd/listed_kl"
+"""Mean over the turns drawn among listed replies of KL(student's choice || teacher's), before the update."""
+LISTED_AGREE = "opd/listed_agree"
+"""Share of those turns where the student's most likely listed reply is the teacher's."""
+LISTED_WEIGHT = "opd/listed_weight"
+"""The weight of that KL in the loss (1 for OPD, kappa(s) for ATOD)."""
 
 
 def token_logprobs(
@@ -173,8 +185,17 @@ class Learner:
         metrics.update(recompute_metrics)
         weights = batch_loss_weights(batch, self.reduction)
         sums: dict[str, float] = {}
+        listed_weight = self.spec.listed_weight(self.hyperparameters, self.global_step)
+        listed = batch.listed if listed_weight > 0 and batch.listed is not None and len(batch.listed) else None
+        # with the listed turns' KL, a batch whose every token advantage is 0 has no token gradient to take
+        token_pass = listed is None or bool(advantages.any()) or batch.constraints is not None
         for _ in range(self.optim.epochs):
-            sums = self._accumulate(batch, advantages.detach(), weights, from_update=self.on_policy_ratio)
+            if token_pass:
+                sums = self._accumulate(batch, advantages.detach(), weights, from_update=self.on_policy_ratio)
+            else:
+                sums = {"actor/pg_loss": 0.0}
+            if listed is not None:
+                sums.update(self._listed_kl_backward(listed, listed_weight))
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.grad_clip)
             if hasattr(grad_norm, "full_tensor"):  # FSDP2: a DTensor over the ranks' shards
                 grad_norm = grad_norm.full_tensor()
@@ -195,6 +216,24 @@ class Learner:
             }
         )
         return metrics
+
+    def _listed_kl_backward(self, listed: ListedTurns, weight: float) -> dict[str, float]:
+        """Add `weight` x the mean over `listed` turns of KL(student's choice || teacher's) to the gradients
+        (reply-level OPD, docs/design/042), in chunks of `optim.micro_batch_tokens`; its metrics."""
+        if self.sharded:
+            raise ObjectiveError(
+                "kl_over: replies trains on one learner rank (placement.learner_gpus <= 1)", reason="LISTED_SHARDED"
+            )
+        kl_sum, agree = 0.0, 0
+        for part in listed.chunks(self.optim.micro_batch_tokens):
+            with autocast(self.device, self.cpu_bf16):
+                student = listed_reply_logprobs(self.model, listed.prompts[part], listed.replies[part], pad_token_id=0)
+            teacher = [torch.tensor(scores, device=self.device) for scores in listed.logp_teacher[part]]
+            kl = torch.stack([listed_kl(s, t) for s, t in zip(student, teacher, strict=True)])
+            (weight * kl.sum() / len(listed)).backward()
+            kl_sum += float(kl.detach().sum())
+            agree += sum(int(s.argmax() == t.argmax()) for s, t in zip(student, teacher, strict=True))
+        return {LISTED_KL: kl_sum / len(listed), LISTED_AGREE: agree / len(listed), LISTED_WEIGHT: weight}
 
     @property
     def on_policy_ratio(self) -> bool:

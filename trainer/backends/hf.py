@@ -27,22 +27,10 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from trainer.backends.base import AllowedReplies, FinishReason, Generation, SamplingSettings
 from trainer.backends.constraint import ReplyConstraint, choose_reply, constraints_for, mask_disallowed
 from trainer.backends.kv_store import KVEntry, KVStore, batch_cache, split_cache
+from trainer.backends.listed import listed_reply_logprobs
+from trainer.backends.padding import left_pad
 from trainer.backends.sampling import sample_next
 from trainer.models.loading import load_model, load_tokenizer
-
-
-def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-    """Left-pad token rows -> (input_ids, attention_mask, position_ids), each (B, L)."""
-    width = max(len(row) for row in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        if row:
-            ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-            mask[i, width - len(row) :] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    return ids.to(device), mask.to(device), positions.to(device)
-
 
 SCORE_CHUNK = 1024
 """Positions projected to the vocabulary at a time in `score()` (fp32 log-softmax temporaries: chunk x vocab)."""
@@ -299,6 +287,18 @@ class HFBackend:
                 logps = self._score_spans([rows[leaf] for leaf in leaves[start:stop]], spans)
                 for (i, *_), logp in zip(spans, logps, strict=True):
                     scores[i] = logp
+        return scores
+
+    @torch.inference_mode()
+    def score_replies(self, prompts: list[list[int]], replies: list[list[list[int]]]) -> list[list[float]]:
+        """The total log-prob of each listed reply of each prompt (reply-level OPD's teacher side,
+        `trainer.backends.listed`), `batch_size` prompts at a time."""
+        self._check_weights()
+        scores: list[list[float]] = []
+        for start in range(0, len(prompts), self.batch_size):
+            stop = start + self.batch_size
+            part = listed_reply_logprobs(self.model, prompts[start:stop], replies[start:stop], self.pad_token_id)
+            scores += [totals.tolist() for totals in part]
         return scores
 
     def _score_spans(self, leaf_rows: list[list[int]], spans: list[tuple[int, int, int, int]]) -> list[list[float]]:

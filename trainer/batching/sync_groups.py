@@ -9,7 +9,8 @@ A trajectory whose turns are all masked keeps its outcome in its group's GRPO st
 A turn's tokens before `Turn.supervise_from` are context, not supervised (BranchOPD: a branch's
 shared prefix; a turn it copied from its main trajectory has nothing supervised). PBR constraints on
 supervised tokens become the batch's `constraints`; where each supervised turn sits among its group's
-states (`trainer.batching.states`) becomes its `states`.
+states (`trainer.batching.states`) becomes its `states`; the supervised turns drawn among listed replies and scored
+by the teacher on each (reply-level OPD) become its `listed`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 
 from trainer.batching.states import StateIndex
 from trainer.objectives.batch import TokenBatch
+from trainer.objectives.listed import ListedTurns
 from trainer.objectives.pbr import ConstraintBatch
 from trainer.rollout.types import Trajectory, Turn
 
@@ -81,6 +83,7 @@ class SyncGroups:
         traj_ids = torch.tensor([index for _, _, index in rows], dtype=torch.long)
         turn_id = 0
         supervised: list[Turn] = []
+        listed: list[tuple[int, Turn]] = []
         constraints: list[tuple[int, int, tuple[int, ...], bool]] = []
         for row, (ids, spans, _) in enumerate(rows):
             input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
@@ -100,6 +103,8 @@ class SyncGroups:
                     logp_teacher[row, span.start : end] = torch.tensor(span.turn.logp_teacher, dtype=torch.float32)
                 turn_ids[row, span.start : end] = turn_id
                 supervised.append(span.turn)
+                if span.turn.listed is not None and span.turn.listed_logp_teacher is not None:
+                    listed.append((turn_id, span.turn))
                 turn_id += 1
         return TokenBatch(
             input_ids=input_ids,
@@ -113,7 +118,20 @@ class SyncGroups:
             group_ids=torch.tensor([t.group for t in kept], dtype=torch.long),
             constraints=constraint_batch(constraints),
             states=states.build(supervised),
+            listed=listed_turns(listed),
         )
+
+
+def listed_turns(items: Sequence[tuple[int, Turn]]) -> ListedTurns | None:
+    """(turn id, turn) pairs of the teacher-scored listed turns as `ListedTurns`; None when there are none."""
+    if not items:
+        return None
+    return ListedTurns(
+        turn_ids=[turn_id for turn_id, _ in items],
+        prompts=[turn.prompt_ids for _, turn in items],
+        replies=[turn.listed or [] for _, turn in items],
+        logp_teacher=[turn.listed_logp_teacher or [] for _, turn in items],
+    )
 
 
 def constraint_batch(items: Sequence[tuple[int, int, tuple[int, ...], bool]]) -> ConstraintBatch | None:

@@ -19,7 +19,13 @@ from trainer.objectives import diagnostics as names
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.credit import rl_advantage
 from trainer.objectives.grpo import GrpoConfig
-from trainer.objectives.opd import OpdConfig, compute_opd_token_advantage, require_teacher
+from trainer.objectives.opd import (
+    KlOver,
+    OpdConfig,
+    compute_opd_token_advantage,
+    require_teacher,
+    without_listed_turns,
+)
 from trainer.objectives.tdur import TDUR_UNITS, TdurUnit, compute_tdur_weights
 
 _REASON = "INVALID_OBJECTIVE_CONFIG"
@@ -60,10 +66,14 @@ class AtodConfig:
     """OPD log-prob floor (see OpdConfig)."""
     adv_clamp: float = 10.0
     """OPD signal clamp (see OpdConfig)."""
+    kl_over: KlOver = "tokens"
+    """Where the OPD term's KL is taken (see OpdConfig); under `replies` the listed turns' KL is weighted kappa(s)."""
 
     def __post_init__(self) -> None:
         GrpoConfig(epsilon=self.epsilon, advantage=self.advantage, gamma=self.gamma, omega=self.omega)
-        OpdConfig(logp_floor=self.logp_floor, adv_clamp=self.adv_clamp)
+        OpdConfig(logp_floor=self.logp_floor, adv_clamp=self.adv_clamp, kl_over=self.kl_over)
+        if self.kl_over == "replies" and self.tdur != "none":
+            raise ObjectiveError("atod kl_over: replies weighs every listed turn alike: set tdur: none", reason=_REASON)
         if not 0 <= self.kappa_min <= self.kappa_init:
             raise ObjectiveError(
                 f"atod needs 0 <= kappa_min <= kappa_init, got kappa_min={self.kappa_min}, "
@@ -101,6 +111,21 @@ def atod_coefficients(
     return kappa, rho
 
 
+def atod_listed_coef(config: AtodConfig, step: int) -> float:
+    """Weight of the KL over listed replies at learner step `step`: kappa(s) under `kl_over: replies`, else 0."""
+    if config.kl_over != "replies":
+        return 0.0
+    return atod_coefficients(
+        step,
+        kappa_init=config.kappa_init,
+        kappa_min=config.kappa_min,
+        rho_init=config.rho_init,
+        rho_max=config.rho_max,
+        coef_anneal_steps=config.coef_anneal_steps,
+        anneal=config.anneal,
+    )[0]
+
+
 def atod_advantage(
     batch: TokenBatch,
     *,
@@ -119,8 +144,10 @@ def atod_advantage(
     omega: float = 1.0,
     logp_floor: float = -10.0,
     adv_clamp: float = 10.0,
+    kl_over: KlOver = "tokens",
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """ATOD hybrid token advantages (N, S), 0 off `loss_mask`, at global learner step `step`.
+    """ATOD hybrid token advantages (N, S), 0 off `loss_mask`, at global learner step `step` (under `kl_over:
+    replies` no OPD term on the turns drawn among listed replies: `atod_listed_coef` weighs their KL).
 
     Metrics: the `grpo/*`, `opd/*` and `tdur/*` ones of its parts, plus `hybrid/kl_coef` (kappa),
     `hybrid/rl_coef` (rho), `hybrid/opd_signal`, `hybrid/rl_signal` and `hybrid/opd_rl_ratio`.
@@ -142,6 +169,8 @@ def atod_advantage(
     w, tdur_metrics = compute_tdur_weights(
         batch.logp_old, logp_teacher, batch.turn_ids, batch.traj_ids, batch.loss_mask, tdur=tdur, eps=tdur_eps
     )
+    if kl_over == "replies":
+        a_opd = without_listed_turns(a_opd, batch)
     opd_term = kappa * a_opd * w
     rl_term = rho * a_grpo
     num_tokens = batch.loss_mask.sum().clamp(min=1).to(batch.logp_old.dtype)

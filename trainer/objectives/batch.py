@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from trainer.errors import BatchError
+from trainer.objectives.listed import ListedTurns
 from trainer.objectives.pbr import ConstraintBatch
 from trainer.objectives.segments import segment_amax, segment_amin, segment_index
 from trainer.objectives.states import TurnStates
@@ -55,6 +56,8 @@ class TokenBatch:
     """PBR constraints located in the rows (None: no protocol rule fired)."""
     states: TurnStates | None = None
     """Where each supervised turn sits among its group's states (the turn credits read it; None: outcome only)."""
+    listed: ListedTurns | None = None
+    """The supervised turns drawn among listed replies, teacher-scored (reply-level OPD, `kl_over: replies`)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -109,6 +112,8 @@ class TokenBatch:
         self._check_constraints()
         if self.states is not None and self.states.leaf.numel() != num_traj:
             raise _error("states", f"{self.states.leaf.numel()} leaves for {num_traj} trajectories")
+        if self.listed is not None and not set(self.listed.turn_ids) <= set(self.turn_ids[self.loss_mask].tolist()):
+            raise _error("listed", "names a turn id that no supervised token carries")
 
     def _check_constraints(self) -> None:
         c = self.constraints

@@ -7,6 +7,7 @@ samples per task, so they share `opd_advantage`. DivOPD's turn score s(u) is `tu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 
@@ -14,6 +15,9 @@ from trainer.errors import ObjectiveError
 from trainer.objectives import diagnostics as names
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.segments import segment_index, segment_sum
+
+KlOver = Literal["tokens", "replies"]
+KL_OVER: tuple[str, ...] = get_args(KlOver)
 
 
 @dataclass(frozen=True)
@@ -24,14 +28,40 @@ class OpdConfig:
     """Both log-probs are floored here before the difference, so one near-impossible token cannot dominate."""
     adv_clamp: float = 10.0
     """The signal delta_t is clamped to [-adv_clamp, adv_clamp]."""
+    kl_over: KlOver = "tokens"
+    """`tokens` (the papers): the sampled tokens' reverse-KL signal. `replies`: a turn drawn among listed replies
+    (`rollout.action_match: choice`) learns the exact KL over its list instead, in the learner (docs/design/042);
+    free-text turns keep the token signal."""
 
     def __post_init__(self) -> None:
+        check_kl_over(self.kl_over)
         if not self.logp_floor < 0:
             raise ObjectiveError(
                 f"opd.logp_floor must be < 0, got {self.logp_floor}", reason="INVALID_OBJECTIVE_CONFIG"
             )
         if not self.adv_clamp > 0:
             raise ObjectiveError(f"opd.adv_clamp must be > 0, got {self.adv_clamp}", reason="INVALID_OBJECTIVE_CONFIG")
+
+
+def check_kl_over(kl_over: str) -> None:
+    """ObjectiveError unless `kl_over` is one of `KL_OVER`."""
+    if kl_over not in KL_OVER:
+        raise ObjectiveError(f"kl_over must be one of {KL_OVER}, got {kl_over!r}", reason="INVALID_OBJECTIVE_CONFIG")
+
+
+def without_listed_turns(advantage: torch.Tensor, batch: TokenBatch) -> torch.Tensor:
+    """`advantage` zeroed on the tokens of the turns drawn among listed replies (`kl_over: replies`: their OPD
+    signal is the learner's KL over the list)."""
+    if batch.listed is None or not len(batch.listed):
+        return advantage
+    listed = torch.isin(batch.turn_ids, torch.tensor(batch.listed.turn_ids, device=batch.turn_ids.device))
+    return advantage.masked_fill(listed, 0.0)
+
+
+def opd_listed_coef(config: OpdConfig, step: int) -> float:
+    """Weight of the KL over listed replies at learner step `step`: 1 under `kl_over: replies`, else 0."""
+    del step
+    return 1.0 if config.kl_over == "replies" else 0.0
 
 
 def require_teacher(batch: TokenBatch, objective: str) -> torch.Tensor:
@@ -81,16 +111,23 @@ def compute_opd_token_advantage(
 
 
 def opd_advantage(
-    batch: TokenBatch, *, step: int = 0, logp_floor: float = -10.0, adv_clamp: float = 10.0
+    batch: TokenBatch,
+    *,
+    step: int = 0,
+    logp_floor: float = -10.0,
+    adv_clamp: float = 10.0,
+    kl_over: KlOver = "tokens",
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """OPD token advantages (N, S) for vanilla (n = 1) and Multi-Rollout (n > 1) OPD.
+    """OPD token advantages (N, S) for vanilla (n = 1) and Multi-Rollout (n > 1) OPD (under `kl_over: replies`,
+    0 on the turns drawn among listed replies: the learner's KL over the list trains them).
 
     `step` is unused (OPD has no schedule); it is accepted for the registry's uniform signature.
     """
     del step
-    return compute_opd_token_advantage(
+    advantage, metrics = compute_opd_token_advantage(
         require_teacher(batch, "opd"), batch.logp_old, batch.loss_mask, logp_floor=logp_floor, adv_clamp=adv_clamp
     )
+    return (without_listed_turns(advantage, batch) if kl_over == "replies" else advantage), metrics
 
 
 def turn_kl_scores(

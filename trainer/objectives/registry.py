@@ -21,11 +21,11 @@ from typing import Any
 import torch
 
 from trainer.errors import ObjectiveError
-from trainer.objectives.atod import AtodConfig, atod_advantage
+from trainer.objectives.atod import AtodConfig, atod_advantage, atod_listed_coef
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.grpo import GrpoConfig, grpo_advantage
 from trainer.objectives.loss import Reduction, check_reduction
-from trainer.objectives.opd import OpdConfig, opd_advantage
+from trainer.objectives.opd import OpdConfig, opd_advantage, opd_listed_coef
 
 AdvantageFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 """`fn(batch: TokenBatch, *, step: int, **hyperparameters) -> (advantages (N, S), metrics)`."""
@@ -47,6 +47,9 @@ class ObjectiveSpec:
     """Whether the batch must carry `logp_teacher` (the driver then runs the teacher)."""
     min_group_size: int = 1
     """Smallest `rollout.group_size` the objective can learn from (2 for group-relative rewards)."""
+    listed_coef: Callable[[Any, int], float] | None = None
+    """`(config, step) -> weight` of the learner's KL over listed replies (`kl_over: replies`, docs/design/042);
+    None: the objective has no such term."""
 
     def __post_init__(self) -> None:
         check_reduction(self.default_reduction)
@@ -66,6 +69,14 @@ class ObjectiveSpec:
                 reason="INVALID_OBJECTIVE_CONFIG",
             )
         return self.advantage(batch, step=step, **dataclasses.asdict(config))
+
+    def scores_listed_replies(self, config: Any) -> bool:
+        """Whether the objective with `config` trains on the KL over listed replies (the teacher scores them)."""
+        return self.listed_coef is not None and getattr(config, "kl_over", "tokens") == "replies"
+
+    def listed_weight(self, config: Any, step: int) -> float:
+        """The weight of the KL over listed replies at learner step `step` (0 without it)."""
+        return self.listed_coef(config, step) if self.listed_coef is not None else 0.0
 
 
 _REGISTRY: dict[str, ObjectiveSpec] = {}
@@ -132,9 +143,17 @@ def build_config(name: str, values: Mapping[str, Any] | None = None) -> Any:
 
 for _spec in (
     ObjectiveSpec("grpo", grpo_advantage, GrpoConfig, "seq-mean-token-mean", needs_teacher=False, min_group_size=2),
-    ObjectiveSpec("opd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True),
-    ObjectiveSpec("atod", atod_advantage, AtodConfig, "seq-mean-token-mean", needs_teacher=True, min_group_size=2),
+    ObjectiveSpec("opd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True, listed_coef=opd_listed_coef),
+    ObjectiveSpec(
+        "atod",
+        atod_advantage,
+        AtodConfig,
+        "seq-mean-token-mean",
+        needs_teacher=True,
+        min_group_size=2,
+        listed_coef=atod_listed_coef,
+    ),
     # BranchOPD's loss is OPD's (token-mean, no task reward); its branches and masks come from the rollout.
-    ObjectiveSpec("branchopd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True),
+    ObjectiveSpec("branchopd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True, listed_coef=opd_listed_coef),
 ):
     register_objective(_spec)

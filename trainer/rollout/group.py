@@ -251,12 +251,14 @@ class GroupRollout:
         prompts = [e.resume.prompt_ids if e.resume else self._prompt_ids(e, stats) for e in active]
         t0 = time.perf_counter()
         by_teacher = [e.tracker is not None and e.tracker.teacher_acting for e in active]
+        allowed = self._allowed(active)
         generated = self._generate(
             [p + e.resume.prefix_ids if e.resume else p for p, e in zip(prompts, active, strict=True)],
             by_teacher,
             dataclasses.replace(sampling, seed=seed, constrain=CONSTRAIN.get(self.settings.action_match, "tokens")),
-            self._allowed(active),
+            allowed,
         )
+        drawn_from = allowed if self.settings.action_match == "choice" else None
         stats.generate_s += time.perf_counter() - t0
         stats.generated_tokens += sum(len(g.token_ids) for g in generated)
         generations = [_after_prefix(e.resume, g) for e, g in zip(active, generated, strict=True)]
@@ -269,8 +271,8 @@ class GroupRollout:
         t0 = time.perf_counter()
         outcomes = self._step_all(active, actions, stats)
         stats.step_s += time.perf_counter() - t0
-        for episode, prompt, generation, text, action, written, outcome, teacher in zip(
-            active, prompts, generations, texts, actions, parsed, outcomes, by_teacher, strict=True
+        for index, (episode, prompt, generation, text, action, written, outcome, teacher) in enumerate(
+            zip(active, prompts, generations, texts, actions, parsed, outcomes, by_teacher, strict=True)
         ):
             stats.turns += 1
             stats.teacher_turns += teacher
@@ -281,7 +283,8 @@ class GroupRollout:
                 episode.trajectory.dropped = outcome
                 stats.dropped[outcome] += 1
                 continue
-            self._record(episode, prompt, generation, text, action, outcome, teacher, written)
+            listed = None if drawn_from is None or episode.resume else drawn_from[index]
+            self._record(episode, prompt, generation, text, action, outcome, teacher, written, listed)
 
     def _allowed(self, active: list[Episode]) -> list[list[list[int]] | None] | None:
         """Under `constrained` or `choice`, per episode the replies it may generate (after a resumed prefix); None:
@@ -343,9 +346,10 @@ class GroupRollout:
         view: EnvView,
         teacher: bool = False,
         written: str | None = None,
+        listed: list[list[int]] | None = None,
     ) -> None:
         """Append the turn (`action` as sent; `written`, the reply's own parsed action, kept when matching replaced
-        it) and advance the episode to `view`."""
+        it; `listed`, the replies it was drawn among under `choice`) and advance the episode to `view`."""
         trajectory = episode.trajectory
         limit = len(trajectory.turns) + 1 >= self.settings.max_turns
         trajectory.turns.append(
@@ -368,6 +372,7 @@ class GroupRollout:
                 teacher=teacher,
                 supervise_from=episode.resume.supervise_from if episode.resume else 0,
                 prompt_text="" if episode.resume else episode.prompt_text,
+                listed=listed,
             )
         )
         if episode.tracker is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from trainer.backends.hf import HFBackend
 from trainer.backends.vllm import VLLMBackend
 from trainer.config import TrainerConfig
+from trainer.objectives.registry import build_config, get_objective
 from trainer.precision import model_dtype
 from trainer.rollout import Trajectory
 from trainer.workers.factory import resolve_device, sleeps, teacher_parallel_size, vllm_engine_kwargs
@@ -35,6 +36,9 @@ class TeacherWorker:
                 config.models.teacher, device=device, dtype=self._dtype, batch_size=config.backend.teacher_batch_rows
             )
         self._path = config.models.teacher
+        objective = get_objective(config.objective.name)
+        self._listed = objective.scores_listed_replies(build_config(config.objective.name, config.objective.params))
+        """Score every listed reply of the turns drawn among them too (`kl_over: replies`)."""
 
     def ready(self) -> bool:
         """Answers once the worker (and its engine) is built."""
@@ -60,5 +64,5 @@ class TeacherWorker:
         """The trajectories with teacher log-probs on every student turn, and the tokens scored."""
         from trainer.batching import attach_teacher_logprobs
 
-        scored = attach_teacher_logprobs(trajectories, self.backend)
+        scored = attach_teacher_logprobs(trajectories, self.backend, listed=self._listed)
         return trajectories, scored

@@ -72,3 +72,24 @@ def test_ray_workers_run_one_step(
     assert result.final_step == 1
     record = read_metrics(tmp_path / "ray" / "metrics.jsonl")[0]
     assert record["rollout/trajectories"] == 4 and record["learner/step"] == 1
+
+
+def test_reply_level_opd_trains_on_the_listed_turns(
+    tmp_path: Path, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
+    """`kl_over: replies` under `choice` (docs/design/042): every turn is drawn among its listed replies, so the
+    learner takes the KL over the lists alone (no token pass: every token advantage is 0) and logs it."""
+    config = _config(
+        alfworld_config,
+        alfworld_server,
+        tmp_path / "run",
+        objective={"name": "opd", "params": {"kl_over": "replies"}},
+        rollout={"action_match": "choice"},
+    )
+    assert train(config, progress=False).final_step == 2
+    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    for record in records:
+        assert record["opd/listed_kl"] > 0 and 0.0 <= record["opd/listed_agree"] <= 1.0
+        assert record["opd/listed_weight"] == 1.0 and record["actor/pg_loss"] == 0.0
+        assert "actor/entropy" not in record  # the token pass was skipped
+        assert record["rollout/invalid_turn_ratio"] == 0.0

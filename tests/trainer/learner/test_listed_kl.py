@@ -1,0 +1,162 @@
+"""Reply-level OPD (`kl_over: replies`, docs/design/042) on tiny Qwen3s: the turns drawn among listed replies carry
+the teacher's score of every reply into the batch, their token-level OPD signal is replaced by the learner's exact KL
+over the list, whose gradient (in chunks) is that of the KL computed from plain forwards, and a few updates bring the
+student's choice to the teacher's; the config refuses it where it cannot run."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainer.backends.base import SamplingSettings
+from trainer.backends.hf import HFBackend
+from trainer.batching import SyncGroups, attach_teacher_logprobs
+from trainer.config import ObjectiveConfig, OptimConfig
+from trainer.errors import ObjectiveError
+from trainer.learner import LISTED_AGREE, LISTED_KL, Learner
+from trainer.models.loading import load_model, load_tokenizer
+from trainer.models.tiny import TinyModels
+from trainer.objectives.atod import atod_coefficients
+from trainer.objectives.batch import TokenBatch
+from trainer.objectives.listed import listed_kl
+from trainer.objectives.registry import build_config, get_objective
+from trainer.prompts import encode_user_turn
+from trainer.rollout.types import Trajectory, Turn
+
+ACTIONS = [
+    "go to drawer 1",
+    "go to drawer 2",
+    "go to countertop 1",
+    "take apple 1 from countertop 1",
+    "look",
+    "open fridge 1",
+]
+
+
+@pytest.fixture(scope="module")
+def batch(tiny_models: TinyModels) -> TokenBatch:
+    """6 trajectories (2 groups x 3) of 3 turns: two drawn among listed replies (lists of 3-6), one free text."""
+    student = HFBackend.from_pretrained(tiny_models.student)
+    teacher = HFBackend.from_pretrained(tiny_models.teacher)
+    tok = load_tokenizer(tiny_models.student)
+    trajs = []
+    for i in range(6):
+        turns = []
+        for k in range(3):
+            prompt = encode_user_turn(tok, f"Task: put apple {i % 2} in fridge. Step {k + 1}. Actions: look")
+            listed = None
+            if k < 2:
+                listed = [
+                    [*tok.encode(a, add_special_tokens=False), tok.eos_token_id] for a in ACTIONS[k : k + 3 + i % 4]
+                ]
+            sampling = SamplingSettings(max_new_tokens=12, temperature=1.0, seed=10 * i + k, constrain="replies")
+            gen = student.generate([prompt], sampling, None if listed is None else [listed])[0]
+            turns.append(Turn(prompt, gen.token_ids, gen.logprobs, "", "look", "ok", listed=listed))
+        trajs.append(Trajectory(f"t{i % 2}", group=i % 2, seed=0, turns=turns, won=i % 3 == 0))
+    attach_teacher_logprobs(trajs, teacher, listed=True)
+    return SyncGroups(pad_id=tok.pad_token_id).compose(trajs)
+
+
+def _learner(path: Path, objective: str, budget: int, **params: object) -> Learner:
+    torch.manual_seed(0)
+    return Learner(
+        load_model(path),
+        ObjectiveConfig(name=objective, params={"kl_over": "replies", **params}),
+        OptimConfig(lr=3e-2, micro_batch_tokens=budget),
+    )
+
+
+def _reference_kl(model: torch.nn.Module, listed: object) -> torch.Tensor:
+    """Mean KL over the listed turns, each reply's log-prob from a plain forward of prompt + reply."""
+    kls = []
+    for prompt, replies, teacher in zip(listed.prompts, listed.replies, listed.logp_teacher, strict=True):  # type: ignore[attr-defined]
+        totals = []
+        for reply in replies:
+            logp = torch.log_softmax(model(input_ids=torch.tensor([prompt + reply])).logits[0, :-1].float(), dim=-1)
+            totals.append(logp[len(prompt) - 1 :].gather(-1, torch.tensor(reply)[:, None]).sum())
+        kls.append(listed_kl(torch.stack(totals), torch.tensor(teacher)))
+    return torch.stack(kls).mean()
+
+
+def test_listed_turns_reach_the_batch_with_the_teachers_scores(batch: TokenBatch) -> None:
+    listed = batch.listed
+    assert listed is not None and len(listed) == 12  # 6 trajectories x 2 listed turns; the free turns are not
+    assert [len(r) for r in listed.replies] == [len(s) for s in listed.logp_teacher]
+    assert all(max(s) < 0 for s in listed.logp_teacher)
+    # each listed turn's sampled response is one of its replies
+    for turn_id, replies in zip(listed.turn_ids, listed.replies, strict=True):
+        (row,) = torch.nonzero((batch.turn_ids == turn_id).any(dim=1)).flatten().tolist()
+        assert batch.input_ids[row][batch.turn_ids[row] == turn_id].tolist() in replies
+
+
+@pytest.mark.parametrize("objective", ["opd", "atod"])
+def test_the_token_signal_is_left_to_free_turns(batch: TokenBatch, objective: str) -> None:
+    spec = get_objective(objective)
+    params = {"tdur": "none"} if objective == "atod" else {}
+    tokens, _ = spec.compute(batch, build_config(objective, params), step=0)
+    replies, _ = spec.compute(batch, build_config(objective, {**params, "kl_over": "replies"}), step=0)
+    assert batch.listed is not None
+    on_listed = torch.isin(batch.turn_ids, torch.tensor(batch.listed.turn_ids))
+    assert bool(tokens[on_listed].abs().gt(0).any())
+    # on the listed turns only the RL term is left (OPD: none; ATOD: rho x GRPO's, as with kappa = 0)
+    rl_only = torch.zeros_like(tokens)
+    if objective == "atod":
+        rl_only, _ = spec.compute(
+            batch, build_config(objective, {**params, "kappa_init": 0.0, "kappa_min": 0.0}), step=0
+        )
+    torch.testing.assert_close(replies[on_listed], rl_only[on_listed])
+    free = batch.loss_mask & ~on_listed
+    assert bool(free.any())
+    torch.testing.assert_close(replies[free], tokens[free])
+
+
+def test_the_learners_gradient_is_the_mean_kl_over_plain_forwards(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    assert batch.listed is not None
+    learner = _learner(tiny_models.student, "opd", budget=64)  # several chunks
+    assert len(list(batch.listed.chunks(64))) > 3
+    metrics = learner._listed_kl_backward(batch.listed, weight=0.7)
+    got = [p.grad.clone() for p in learner.model.parameters()]
+    learner.model.zero_grad(set_to_none=True)
+    reference = _reference_kl(learner.model, batch.listed)
+    (0.7 * reference).backward()
+    assert metrics[LISTED_KL] == pytest.approx(float(reference.detach()), rel=1e-4)
+    for a, p in zip(got, learner.model.parameters(), strict=True):
+        torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-3)
+
+
+def test_updates_bring_the_students_choice_to_the_teachers(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    assert batch.listed is not None
+    sharp = [[0.0] + [-4.0] * (len(s) - 1) for s in batch.listed.logp_teacher]  # a teacher sure of the first reply
+    batch = dataclasses.replace(batch, listed=dataclasses.replace(batch.listed, logp_teacher=sharp))
+    learner = _learner(tiny_models.student, "opd", budget=4096)
+    first = learner.step(batch)
+    for _ in range(10):
+        last = learner.step(batch)
+    assert last[LISTED_KL] < 0.25 * first[LISTED_KL]
+    assert last[LISTED_AGREE] == 1.0 > first[LISTED_AGREE]
+
+
+def test_atod_weighs_the_kl_by_kappa(batch: TokenBatch) -> None:
+    spec = get_objective("atod")
+    config = build_config("atod", {"kl_over": "replies", "tdur": "none", "coef_anneal_steps": 10})
+    assert [spec.listed_weight(config, s) for s in (0, 5, 20)] == [
+        atod_coefficients(s, coef_anneal_steps=10)[0] for s in (0, 5, 20)
+    ]
+    assert spec.listed_weight(build_config("atod", {"tdur": "none"}), 0) == 0.0
+    assert get_objective("grpo").listed_weight(build_config("grpo", {}), 0) == 0.0
+
+
+def test_where_it_cannot_run_it_is_refused(alfworld_config: object) -> None:
+    with pytest.raises(ObjectiveError, match="tdur: none"):
+        build_config("atod", {"kl_over": "replies"})
+    with pytest.raises(ObjectiveError, match="kl_over must be one of"):
+        build_config("opd", {"kl_over": "reply"})
+    with pytest.raises(ValueError, match=r"set rollout\.action_match: choice"):
+        alfworld_config("localhost:1", objective={"name": "opd", "params": {"kl_over": "replies"}})  # type: ignore[operator]
+    config = alfworld_config(  # type: ignore[operator]
+        "localhost:1", objective={"name": "opd", "params": {"kl_over": "replies"}}, rollout={"action_match": "choice"}
+    )
+    assert dataclasses.asdict(build_config("opd", config.objective.params))["kl_over"] == "replies"

@@ -1,0 +1,101 @@
+"""Listed replies scored whole: the log-prob of every reply a turn could have been drawn among.
+
+Reply-level OPD (`kl_over: replies`, docs/design/042-reply-level-opd.md) compares the student's and the teacher's
+distributions over a turn's listed replies (`rollout.action_match: choice`). Both read them from here, in one forward
+per batch of turns: each turn is one row, its prompt followed by all its replies, under an attention mask that lets
+each reply see the prompt and its own earlier tokens only, and positions that restart after the prompt for every
+reply. So the prompt is computed once and nothing is copied per reply (a copy of the prompt's keys and values per
+reply cost more than the forward, and its backward more still). Without `torch.no_grad` the result is
+differentiable (the learner's term).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+from transformers import PreTrainedModel
+
+
+def listed_reply_logprobs(
+    model: PreTrainedModel,
+    prompts: Sequence[Sequence[int]],
+    replies: Sequence[Sequence[Sequence[int]]],
+    pad_token_id: int,
+) -> list[Tensor]:
+    """For each prompt, the total log-prob of each of its listed replies (one (K_i,) fp32 tensor per prompt).
+
+    Every prompt and every reply must be non-empty; a reply is scored teacher-forced after its prompt (its last
+    token, EOS, included), exactly as a forward of prompt + reply would.
+    """
+    if len(prompts) != len(replies):
+        raise ValueError(f"{len(prompts)} prompts but {len(replies)} reply lists")
+    if not prompts or not all(prompts) or not all(listed and all(listed) for listed in replies):
+        raise ValueError("listed replies need non-empty prompts, each with one or more non-empty replies")
+    device = next(model.parameters()).device
+    packed = _Packed(prompts, replies, pad_token_id)
+    hidden = model.base_model(
+        input_ids=packed.ids.to(device),
+        attention_mask=_attention_mask(model, packed.visible.to(device)),
+        position_ids=packed.positions.to(device),
+    ).last_hidden_state
+    states = hidden[packed.rows.to(device), packed.predictors.to(device)]
+    logits = model.get_output_embeddings()(states).float()
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, packed.targets.to(device)[:, None]).squeeze(-1)
+    totals = torch.zeros(len(packed.reply_lengths), dtype=logp.dtype, device=device)
+    totals = totals.index_add(0, packed.reply_of_token.to(device), logp)
+    return list(totals.split([len(listed) for listed in replies]))
+
+
+class _Packed:
+    """Turns packed one per row: token ids, positions, which tokens each token sees, and per reply token the row,
+    the position whose logits predict it, its id and its reply's index."""
+
+    def __init__(
+        self, prompts: Sequence[Sequence[int]], replies: Sequence[Sequence[Sequence[int]]], pad_token_id: int
+    ) -> None:
+        lengths = [len(p) + sum(len(r) for r in listed) for p, listed in zip(prompts, replies, strict=True)]
+        width = max(lengths)
+        self.ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
+        self.positions = torch.zeros((len(prompts), width), dtype=torch.long)
+        self.visible = torch.zeros((len(prompts), width, width), dtype=torch.bool)
+        rows: list[int] = []
+        predictors: list[int] = []
+        targets: list[int] = []
+        reply_of_token: list[int] = []
+        self.reply_lengths: list[int] = []
+        for row, (prompt, listed) in enumerate(zip(prompts, replies, strict=True)):
+            p = len(prompt)
+            self.ids[row, :p] = torch.tensor(list(prompt), dtype=torch.long)
+            self.positions[row, :p] = torch.arange(p)
+            self.visible[row, :p, :p] = torch.ones((p, p), dtype=torch.bool).tril()
+            start = p
+            for reply in listed:
+                n = len(reply)
+                self.ids[row, start : start + n] = torch.tensor(list(reply), dtype=torch.long)
+                self.positions[row, start : start + n] = p + torch.arange(n)
+                self.visible[row, start : start + n, :p] = True
+                self.visible[row, start : start + n, start : start + n] = torch.ones((n, n), dtype=torch.bool).tril()
+                rows += [row] * n
+                predictors += [p - 1, *range(start, start + n - 1)]
+                targets += list(reply)
+                reply_of_token += [len(self.reply_lengths)] * n
+                self.reply_lengths.append(n)
+                start += n
+            pad = torch.arange(lengths[row], width)
+            self.visible[row, pad, pad] = True  # padding sees itself: no all-masked query row
+        self.rows = torch.tensor(rows, dtype=torch.long)
+        self.predictors = torch.tensor(predictors, dtype=torch.long)
+        self.targets = torch.tensor(targets, dtype=torch.long)
+        self.reply_of_token = torch.tensor(reply_of_token, dtype=torch.long)
+
+
+def _attention_mask(model: PreTrainedModel, visible: Tensor) -> Tensor:
+    """`visible` (B, S, S) as the 4D mask the model's attention takes as given: boolean for SDPA, additive for the
+    others (0 where visible, the dtype's minimum elsewhere)."""
+    if model.config._attn_implementation == "sdpa":
+        return visible[:, None]
+    dtype = next(model.parameters()).dtype
+    blocked = torch.full(visible.shape, torch.finfo(dtype).min, dtype=dtype, device=visible.device)
+    return torch.where(visible, torch.zeros((), dtype=dtype, device=visible.device), blocked)[:, None]

@@ -1,0 +1,65 @@
+"""Reply-level OPD (`kl_over: replies`, docs/design/042-reply-level-opd.md): the turns drawn among listed replies
+(`rollout.action_match: choice`) and the KL of the student's choice from the teacher's.
+
+Under `choice` a turn's policy is a distribution over its listed replies, q(a) = P(a | prompt) normalised over the
+list. Its reverse KL to the teacher's, KL(q_S || q_T) = sum_a q_S(a) (log q_S(a) - log q_T(a)), is exact and cheap
+once both models have scored every listed reply: the learner differentiates it (`listed_kl`) where token-level OPD
+would estimate it from the one reply drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from trainer.errors import BatchError
+
+
+@dataclass
+class ListedTurns:
+    """The batch's supervised turns that were drawn among listed replies, with the teacher's score of each reply."""
+
+    turn_ids: list[int]
+    """Each turn's id in the batch (`TokenBatch.turn_ids`)."""
+    prompts: list[list[int]]
+    """Each turn's prompt tokens."""
+    replies: list[list[list[int]]]
+    """Each turn's listed replies, as token ids (the one drawn among them)."""
+    logp_teacher: list[list[float]]
+    """The teacher's total log-prob of each listed reply."""
+
+    def __post_init__(self) -> None:
+        count = len(self.turn_ids)
+        if not len(self.prompts) == len(self.replies) == len(self.logp_teacher) == count:
+            raise BatchError(
+                "ListedTurns: turn_ids, prompts, replies and logp_teacher differ in length", field="listed"
+            )
+        for replies, scores in zip(self.replies, self.logp_teacher, strict=True):
+            if not replies or len(replies) != len(scores):
+                raise BatchError("ListedTurns: each turn needs one teacher score per listed reply", field="listed")
+
+    def __len__(self) -> int:
+        return len(self.turn_ids)
+
+    def chunks(self, token_budget: int) -> Iterator[slice]:
+        """Consecutive turns whose padded prompts and replies fit `token_budget` tokens (at least one turn each)."""
+        start = 0
+        while start < len(self):
+            end, width, reply_tokens = start, 0, 0
+            while end < len(self):
+                grown = max(width, len(self.prompts[end]))
+                more = reply_tokens + sum(len(reply) for reply in self.replies[end])
+                if end > start and (end + 1 - start) * grown + more > token_budget:
+                    break
+                end, width, reply_tokens = end + 1, grown, more
+            yield slice(start, end)
+            start = end
+
+
+def listed_kl(logp_student: torch.Tensor, logp_teacher: torch.Tensor) -> torch.Tensor:
+    """KL(q_S || q_T) over one turn's listed replies, from each model's total log-prob of each reply (K,)."""
+    student = torch.log_softmax(logp_student.float(), dim=0)
+    teacher = torch.log_softmax(logp_teacher.to(student), dim=0)
+    return (student.exp() * (student - teacher)).sum()
