@@ -336,6 +336,13 @@ class OptimConfig(_Section):
     """Learner optimisation."""
 
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate (papers: 1e-6; tiny CPU configs use ~1e-3).")
+    warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="Optimizer updates over which the learning rate rises linearly to `lr` (0: none, the papers' "
+        "unstated default). AdamW's first updates move every weight by about the learning rate whatever its gradient's "
+        "size: at ~1e-3 that wrecks a trained 64-wide model (docs/design/042).",
+    )
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
     grad_clip: float = Field(1.0, gt=0, description="Gradient-norm clip.")

@@ -189,13 +189,19 @@ class Learner:
         listed = batch.listed if listed_weight > 0 and batch.listed is not None and len(batch.listed) else None
         # with the listed turns' KL, a batch whose every token advantage is 0 has no token gradient to take
         token_pass = listed is None or bool(advantages.any()) or batch.constraints is not None
-        for _ in range(self.optim.epochs):
+        listed_metrics: dict[str, float] = {}
+        lr = self.learning_rate()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        for epoch in range(self.optim.epochs):
             if token_pass:
                 sums = self._accumulate(batch, advantages.detach(), weights, from_update=self.on_policy_ratio)
             else:
                 sums = {"actor/pg_loss": 0.0}
             if listed is not None:
-                sums.update(self._listed_kl_backward(listed, listed_weight))
+                measured = self._listed_kl_backward(listed, listed_weight)
+                if epoch == 0:  # on-policy, before this step's updates
+                    listed_metrics = measured
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.grad_clip)
             if hasattr(grad_norm, "full_tensor"):  # FSDP2: a DTensor over the ranks' shards
                 grad_norm = grad_norm.full_tensor()
@@ -204,10 +210,11 @@ class Learner:
         self.global_step += 1
         tokens = float(batch.loss_mask.sum())
         metrics.update(sums)
+        metrics.update(listed_metrics)
         metrics.update(
             {
                 "actor/grad_norm": float(grad_norm),
-                "actor/lr": self.optim.lr,
+                "actor/lr": lr,
                 "learner/tokens": float(batch.attention_mask.sum()),
                 "learner/supervised_tokens": tokens,
                 "learner/rows": float(batch.num_rows),
@@ -216,6 +223,11 @@ class Learner:
             }
         )
         return metrics
+
+    def learning_rate(self) -> float:
+        """The learning rate of this step's updates: `optim.lr`, risen linearly over `optim.warmup_steps`."""
+        warmup = self.optim.warmup_steps
+        return self.optim.lr * min(1.0, (self.global_step + 1) / warmup) if warmup else self.optim.lr
 
     def _listed_kl_backward(self, listed: ListedTurns, weight: float) -> dict[str, float]:
         """Add `weight` x the mean over `listed` turns of KL(student's choice || teacher's) to the gradients

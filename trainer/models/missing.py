@@ -4,7 +4,8 @@ The shipped configs name four kinds of model folder, each made by one command:
 
 * `<dir>/student-warm`, `<dir>/teacher-sft` (and SmolLM2's base): the quickstart's student and teacher
   (`trainer quickstart`, which copies the shipped tiny ones into `runs/models`; `--model smollm2` for
-  `runs/models-smollm2`; `--models DIR` elsewhere);
+  `runs/models-smollm2`; `--models DIR` elsewhere); `runs/models-ladder-ENV/{student,teacher}`: the ladder
+  quickstart's (`trainer quickstart --model ladder --env ENV`, which copies the shipped ladder's);
 * `<dir>/student-sft`: a tiny random student SFT'd on the expert's turns (`trainer make-models --sft-steps N`);
 * `<dir>/student`, `<dir>/teacher`: tiny random models on the environment's text (`trainer make-models`);
 * `<dir>/ladder-NAME/{teacher,student}`: a model ladder's (`trainer make-models --ladder NAME`, shipped).
@@ -40,7 +41,8 @@ def remedy(path: str, config_name: str) -> str:
     """The one command that makes the model folder `path` that the config `config_name` names."""
     folder = Path(path)
     out = shlex.quote(str(folder.parent))
-    if folder.name in QUICKSTART_FOLDERS:
+    ladder_quickstart = any(default_models_dir(plan.folder) == folder.parent for plan in LADDER.values())
+    if folder.name in QUICKSTART_FOLDERS or (ladder_quickstart and folder.name in ("student", "teacher")):
         known = (*PLANS.values(), *LADDER.values())
         plans = [plan for plan in known if default_models_dir(plan.folder) == folder.parent]
         name = plans[0].name if plans else "smollm2" if folder.name.startswith("smollm2") else "tiny"

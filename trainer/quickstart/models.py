@@ -17,7 +17,7 @@ import importlib.util
 import json
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -233,13 +233,30 @@ def shipped_models(plan: ModelPlan, config: TrainerConfig) -> QuickstartModels |
     return reusable_models(plan, config, SHIPPED / plan.folder, origin="shipped")
 
 
-def copy_models(models: QuickstartModels, models_dir: Path) -> QuickstartModels:
-    """Copy `models` (a folder's student, teacher and record) into `models_dir`; returns them there."""
+def ladder_models(plan: ModelPlan, models_dir: Path, origin: Origin = "reused") -> QuickstartModels | None:
+    """A ladder plan's models in `models_dir` (`trainer make-models --ladder`) when its record was made from the
+    ladder's spec as it is now and both models are there; else None."""
+    from trainer.models.ladder import RECORD, LadderSpec, role_folders
+
+    path = models_dir / RECORD
+    if not path.is_file():
+        return None
+    spec = json.loads(json.dumps(asdict(LadderSpec.load(plan.ladder))))  # as the record reads it back
+    folders = role_folders(models_dir)
+    if json.loads(path.read_text()).get("spec") != spec or not all(
+        (f / "config.json").is_file() for f in folders.values()
+    ):
+        return None
+    return QuickstartModels(folders["student"], folders["teacher"], {}, origin=origin)
+
+
+def copy_models(models: QuickstartModels, models_dir: Path, record: str = MODELS_RECORD) -> QuickstartModels:
+    """Copy `models` (a folder's student, teacher and `record`) into `models_dir`; returns them there."""
     source = models.student.parent
     for folder in {models.student, models.teacher}:
         shutil.rmtree(models_dir / folder.name, ignore_errors=True)
         shutil.copytree(folder, models_dir / folder.name)
-    shutil.copyfile(source / MODELS_RECORD, models_dir / MODELS_RECORD)
+    shutil.copyfile(source / record, models_dir / record)
     return replace(models, student=models_dir / models.student.name, teacher=models_dir / models.teacher.name)
 
 

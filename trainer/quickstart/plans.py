@@ -48,6 +48,10 @@ class ModelPlan:
     teacher_success: float = 0.0
     """The held-out success (the config's evaluation x `eval_samples`) its shipped teacher reaches at least: a slow
     test holds it there (tests/trainer/learning/test_ladder_teachers.py); 0: none stated."""
+    ladder: str = ""
+    """The model ladder whose models the plan runs on (trainer/configs/ladder/NAME.yaml, made by `trainer make-models
+    --ladder NAME`, shipped in the plan's folder); the SFT fields above then do not apply. "": the plan makes its own
+    models by SFT."""
 
     @property
     def folder(self) -> str:
@@ -56,7 +60,7 @@ class ModelPlan:
 
     def model_key(self) -> dict[str, Any]:
         """The fields the models depend on (what `quickstart-models.json` records; not the run's config or sizes)."""
-        run_fields = ("config", "eval_samples", "threads", "teacher_success")
+        run_fields = ("config", "eval_samples", "threads", "teacher_success", "ladder")  # a ladder's: its spec
         key = {k: v for k, v in asdict(self).items() if k not in run_fields}
         return {k: list(v) if isinstance(v, tuple) else v for k, v in key.items()}  # as JSON reads it back
 
@@ -107,23 +111,40 @@ LADDER: dict[str, ModelPlan] = {
         name="ladder",
         env="alfworld",
         config="quickstart-ladder.yaml",
-        expert_tasks=400,
-        student_steps=20,
-        teacher_steps=800,
-        teacher_from_student=True,
+        expert_tasks=790,
+        student_steps=300,
+        teacher_steps=1200,
+        teacher_from_student=False,
         lr=3e-3,
         schedule="cosine",
         batch_tokens=2048,
         eval_samples=4,
         threads=1,
-        student_shape=(128, 2),
+        student_shape=(64, 2),
         teacher_shape=(128, 2),
+        ladder="alfworld",
     ),
 }
 """The model ladder (`--model ladder`, docs/design/023-learning-ladder.md): a plan per environment, its teacher at
-the papers' level and its student far below; `--env` picks the environment's plan (`plan_for`)."""
+the papers' level and its student far below, the ladder's models (`ModelPlan.ladder`); `--env` picks the
+environment's plan (`plan_for`)."""
 PLANS["ladder"] = LADDER["alfworld"]
-PLANS["ladder-listed"] = replace(LADDER["alfworld"], name="ladder-listed", config="quickstart-ladder-listed.yaml")
+PLANS["ladder-listed"] = ModelPlan(
+    name="ladder-listed",
+    env="alfworld",
+    config="quickstart-ladder-listed.yaml",
+    expert_tasks=400,
+    student_steps=20,
+    teacher_steps=800,
+    teacher_from_student=True,
+    lr=3e-3,
+    schedule="cosine",
+    batch_tokens=2048,
+    eval_samples=4,
+    threads=1,
+    student_shape=(128, 2),
+    teacher_shape=(128, 2),
+)
 """ALFWorld's ladder plan with the expert an agent can imitate from its prompt (`expert_order: listed`, issue 33c:
 docs/results/ladder-alfworld-listed.md); not the default ladder until the integrator says so."""
 

@@ -34,17 +34,27 @@ class QuickstartRun:
     load_end: tuple[float, float, float]
 
 
-def kl_trend(train_dir: Path) -> tuple[float, float] | None:
-    """Mean per-token reverse KL(student || teacher) on the rollouts of the first and the last quarter of the
-    steps (None when the objective logs none)."""
-    values = [r[REVERSE_KL] for r in read_metrics(train_dir / "metrics.jsonl") if r.get(REVERSE_KL) is not None]
-    if len(values) < 2:
-        return None
-    quarter = max(1, len(values) // 4)
-    return statistics.fmean(values[:quarter]), statistics.fmean(values[-quarter:])
+KL_TRENDS = (
+    ("opd/listed_kl", "Reverse KL(student || teacher) over the listed replies"),
+    (REVERSE_KL, "Per-token reverse KL(student || teacher)"),
+)
+"""The KL a run logs, with its report label: over the listed replies (`kl_over: replies`, before each step's
+updates) where logged, else the sampled tokens' estimate."""
 
 
-def learning_lines(check: LearningCheck, kl: tuple[float, float] | None) -> str:
+def kl_trend(train_dir: Path) -> tuple[str, float, float] | None:
+    """The run's KL (`KL_TRENDS`, its label) averaged over the first and the last quarter of the steps (None when
+    the objective logs none)."""
+    records = read_metrics(train_dir / "metrics.jsonl")
+    for key, label in KL_TRENDS:
+        values = [r[key] for r in records if r.get(key) is not None]
+        if len(values) >= 2:
+            quarter = max(1, len(values) // 4)
+            return label, statistics.fmean(values[:quarter]), statistics.fmean(values[-quarter:])
+    return None
+
+
+def learning_lines(check: LearningCheck, kl: tuple[str, float, float] | None) -> str:
     """The report's verdict: gain vs spread, and the teacher-student gap before and after."""
     verdict = "**met**" if check.met else "**NOT met**"
     lines = [
@@ -58,8 +68,7 @@ def learning_lines(check: LearningCheck, kl: tuple[float, float] | None) -> str:
     ]
     if kl is not None:
         lines.append(
-            f"Per-token reverse KL(student || teacher) on the training rollouts: {kl[0]:.3f} (first quarter of the "
-            f"steps) -> {kl[1]:.3f} (last quarter)."
+            f"{kl[0]} on the training rollouts: {kl[1]:.3f} (first quarter of the steps) -> {kl[2]:.3f} (last quarter)."
         )
     return "\n".join(f"* {line}" for line in lines)
 
@@ -67,12 +76,13 @@ def learning_lines(check: LearningCheck, kl: tuple[float, float] | None) -> str:
 ORIGINS = {
     "made": "Models made by this run",
     "reused": "Models reused from an earlier run with the same plan",
-    "shipped": "Models shipped with the project for this plan (`trainer make-models --quickstart` makes them), copied",
+    "shipped": "Models shipped with the project for this plan ({command} makes them), copied",
 }
 
 
-def _sft_lines(models: QuickstartModels) -> str:
-    lines = [f"* {ORIGINS[models.origin]}: student {models.student}, teacher {models.teacher}."]
+def _sft_lines(models: QuickstartModels, plan: ModelPlan) -> str:
+    command = f"`trainer make-models --ladder {plan.ladder}`" if plan.ladder else "`trainer make-models --quickstart`"
+    lines = [f"* {ORIGINS[models.origin].format(command=command)}: student {models.student}, teacher {models.teacher}."]
     for role, result in models.sft.items():
         lines.append(
             f"* {role.capitalize()} SFT on expert turns ({result['steps']:.0f} steps, {result['seconds']:.0f} s): "
@@ -109,7 +119,7 @@ Environment **{config.env.name}** (a local server started by the command); objec
 training seed {config.seed}, max {config.env.max_turns} turns, prompt style `{config.prompt.style}`;
 config `{plan.config}`.
 
-{_sft_lines(run.models)}
+{_sft_lines(run.models, run.plan)}
 * Wall time per phase: {timings} (load average 1/5/15 min {load}).
 
 Held-out evaluation ({run.after.split.replace("+", " + ")}, {run.after.tasks} tasks x {plan.eval_samples} episodes,

@@ -21,8 +21,11 @@ from trainer.config import TrainerConfig, load_config
 from trainer.driver import train
 from trainer.eval import EvalResult, evaluate, write_eval
 from trainer.memory import map_large_allocations, release_memory
+from trainer.models.ladder import RECORD as LADDER_RECORD
 from trainer.progress import Phases, bar, quiet_libraries
 from trainer.quickstart.models import (
+    MODELS_RECORD,
+    SHIPPED,
     STUDENT,
     TEACHER,
     QuickstartModels,
@@ -30,6 +33,7 @@ from trainer.quickstart.models import (
     clear_models,
     copy_models,
     expert_episodes,
+    ladder_models,
     make_models,
     prune_models,
     reusable_models,
@@ -81,16 +85,18 @@ def quickstart(
     env = env or plan.env or pick_environment()
     base = [*plan_env_overrides(plan, env), f"output_dir={out / 'train'}"]
     config = load_config(plan.config, [*base, *overrides])
-    ready = None if remake_models else reusable_models(plan, config, models_root) or shipped_models(plan, config)
+    ready = None if remake_models else ready_models(plan, config, models_root)
     phases = Phases(1 + (1 if ready else model_phases(plan)) + 5)
     load_start = os.getloadavg()
     phases.start("server", f"starting a local {env} server (its log)", out / "server.log")
     settings = config.env.server_settings
     with LocalServer(env, log=out / "server.log", settings=settings, prepare=tasks_to_prepare(config)) as server:
-        if ready is None:
+        if ready is None and plan.ladder:
+            models = make_ladder_models(plan, models_root, phases)
+        elif ready is None:
             models = make_quickstart_models(plan, config, server.address, models_root, phases, remake_models)
         else:
-            models = place_models(ready, models_root, phases)
+            models = place_models(ready, models_root, phases, LADDER_RECORD if plan.ladder else MODELS_RECORD)
         placed = [f"env.targets=[{server.address}]", f"models.student={models.student}"]
         trained_seed = [] if seed is None else [f"seed={seed}"]
         config = load_config(
@@ -135,6 +141,10 @@ def quickstart_models(
 ) -> QuickstartModels:
     """Make `plan`'s models afresh into `models_dir` as `quickstart` does (`trainer make-models --quickstart`: how
     the shipped ones are made), with the same phases; no evaluation, no training."""
+    if plan.ladder:
+        raise ValueError(
+            f"the {plan.folder} plan runs on a ladder's models: trainer make-models --ladder {plan.ladder}"
+        )
     check_plan_installed(plan)
     _settle_process(plan, verbose)
     models_root = Path(models_dir)
@@ -176,19 +186,42 @@ def _settle_process(plan: ModelPlan, verbose: bool) -> None:
         quiet_libraries()
 
 
-def place_models(ready: QuickstartModels, models_root: Path, phases: Phases) -> QuickstartModels:
-    """Announce models reused from `models_root`, or copy the shipped ones there."""
+def ready_models(plan: ModelPlan, config: TrainerConfig, models_root: Path) -> QuickstartModels | None:
+    """The plan's models already made: in `models_root` by an earlier run, else shipped with the project; None."""
+    if plan.ladder:
+        return ladder_models(plan, models_root) or ladder_models(plan, SHIPPED / plan.folder, origin="shipped")
+    return reusable_models(plan, config, models_root) or shipped_models(plan, config)
+
+
+def place_models(ready: QuickstartModels, models_root: Path, phases: Phases, record: str) -> QuickstartModels:
+    """Announce models reused from `models_root`, or copy the shipped ones there (with their `record`)."""
     if ready.origin == "reused":
         phases.start("models", "models made by an earlier run with the same plan: reused", models_root)
         return ready
     source = ready.student.parent
     phases.start("models", f"models shipped with the project for this plan, copied from {source}", models_root)
-    return copy_models(ready, models_root)
+    return copy_models(ready, models_root, record)
+
+
+def make_ladder_models(plan: ModelPlan, models_root: Path, phases: Phases) -> QuickstartModels:
+    """Make a ladder plan's models into `models_root` as `trainer make-models --ladder` does (its own local server;
+    about 10 minutes for ALFWorld's on 2 cores)."""
+    from trainer.models.ladder import LadderSpec, make_ladder
+
+    phases.start(
+        "models", f"the {plan.ladder} ladder's models: trainer make-models --ladder {plan.ladder}", models_root
+    )
+    make_ladder(LadderSpec.load(plan.ladder), models_root, log=lambda _: None)
+    made = ladder_models(plan, models_root, origin="made")
+    if made is None:
+        raise RuntimeError(f"trainer make-models --ladder {plan.ladder} left no models in {models_root}")
+    return made
 
 
 def model_phases(plan: ModelPlan) -> int:
-    """Phases that make the models: expert episodes, base models, the student's SFT (if any), the teacher's SFT."""
-    return 3 + (plan.student_steps > 0)
+    """Phases that make the models: expert episodes, base models, the student's SFT (if any), the teacher's SFT (a
+    ladder's: one)."""
+    return 1 if plan.ladder else 3 + (plan.student_steps > 0)
 
 
 def make_quickstart_models(

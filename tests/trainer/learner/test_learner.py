@@ -283,3 +283,13 @@ def test_turn_gradients_average_to_the_update_gradient_and_the_audit_changes_not
     update = torch.cat([p.grad.reshape(-1) for p in learner.model.parameters() if p.grad is not None]).double()
     assert torch.allclose(pool, update, rtol=1e-4, atol=1e-7)
     assert audit(learner, batch, [True] * rows, [True] * rows)[PROJECTION] == pytest.approx(1.0)
+
+
+def test_the_learning_rate_warms_up_linearly(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    torch.manual_seed(0)
+    learner = Learner(
+        load_model(tiny_models.student), ObjectiveConfig(name="opd"), OptimConfig(lr=1e-3, warmup_steps=4)
+    )
+    rates = [learner.step(batch)["actor/lr"] for _ in range(5)]
+    assert rates == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3])
+    assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)

@@ -5,15 +5,17 @@ rendered with makes this fail: remake them with `trainer make-models --quickstar
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from trainer.config import load_config
-from trainer.quickstart.models import MODELS_RECORD, SHIPPED, record_key, shipped_models
+from trainer.models.ladder import RECORD as LADDER_RECORD
+from trainer.quickstart.models import MODELS_RECORD, SHIPPED, copy_models, ladder_models, record_key, shipped_models
 from trainer.quickstart.plans import LADDER, PLANS, default_models_dir, plan_for
-from trainer.quickstart.run import env_overrides, plan_env_overrides
+from trainer.quickstart.run import env_overrides, plan_env_overrides, quickstart_models, ready_models
 
 REMAKE = "remake them: trainer make-models --quickstart --out trainer/quickstart/shipped/tiny"
 
@@ -55,3 +57,22 @@ def test_the_ladder_picks_its_plan_by_environment_and_keeps_its_models_apart() -
     with pytest.raises(ValueError, match="written for alfworld, not webshop"):
         plan_env_overrides(plan, "webshop")
     assert plan_env_overrides(plan, "alfworld") == [] and plan_env_overrides(PLANS["tiny"], "webshop")
+
+
+def test_the_ladder_plan_runs_on_the_shipped_ladder_models(tmp_path: Path) -> None:
+    """`--model ladder` copies the models `trainer make-models --ladder alfworld` shipped while their record was
+    made from the ladder's spec as it is now; a record of another spec, or a missing model, does not fit."""
+    plan = PLANS["ladder"]
+    shipped = ladder_models(plan, SHIPPED / plan.folder, origin="shipped")
+    assert shipped is not None, "the shipped ladder models were made from another spec: trainer make-models --ladder"
+    assert shipped.student == SHIPPED / plan.folder / "student" and shipped.teacher.name == "teacher"
+    config = load_config(plan.config)
+    assert ready_models(plan, config, tmp_path / "empty") == shipped
+    copied = copy_models(shipped, tmp_path / "models", LADDER_RECORD)
+    assert ladder_models(plan, tmp_path / "models") == dataclasses.replace(copied, origin="reused")
+    record = json.loads((tmp_path / "models" / LADDER_RECORD).read_text())
+    record["spec"]["student"]["sft_steps"] += 1
+    (tmp_path / "models" / LADDER_RECORD).write_text(json.dumps(record))
+    assert ladder_models(plan, tmp_path / "models") is None
+    with pytest.raises(ValueError, match="make-models --ladder alfworld"):
+        quickstart_models(tmp_path / "made", plan=plan)
