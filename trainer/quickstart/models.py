@@ -17,7 +17,7 @@ import importlib.util
 import json
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -231,23 +231,6 @@ def save_record(plan: ModelPlan, config: TrainerConfig, models_dir: Path, models
 def shipped_models(plan: ModelPlan, config: TrainerConfig) -> QuickstartModels | None:
     """The models shipped with the project for this plan (`SHIPPED / plan.folder`) when they fit `config`, else None."""
     return reusable_models(plan, config, SHIPPED / plan.folder, origin="shipped")
-
-
-def ladder_models(plan: ModelPlan, models_dir: Path, origin: Origin = "reused") -> QuickstartModels | None:
-    """A ladder plan's models in `models_dir` (`trainer make-models --ladder`) when its record was made from the
-    ladder's spec as it is now and both models are there; else None."""
-    from trainer.models.ladder import RECORD, LadderSpec, role_folders
-
-    path = models_dir / RECORD
-    if not path.is_file():
-        return None
-    spec = json.loads(json.dumps(asdict(LadderSpec.load(plan.ladder))))  # as the record reads it back
-    folders = role_folders(models_dir)
-    if json.loads(path.read_text()).get("spec") != spec or not all(
-        (f / "config.json").is_file() for f in folders.values()
-    ):
-        return None
-    return QuickstartModels(folders["student"], folders["teacher"], {}, origin=origin)
 
 
 def copy_models(models: QuickstartModels, models_dir: Path, record: str = MODELS_RECORD) -> QuickstartModels:

@@ -10,11 +10,12 @@ student and the teacher; training; the trained student's evaluation; the report 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer.config import TrainerConfig, load_config
@@ -22,18 +23,19 @@ from trainer.driver import train
 from trainer.eval import EvalResult, evaluate, write_eval
 from trainer.memory import map_large_allocations, release_memory
 from trainer.models.ladder import RECORD as LADDER_RECORD
+from trainer.models.ladder import LadderSpec, make_ladder, role_folders
 from trainer.progress import Phases, bar, quiet_libraries
 from trainer.quickstart.models import (
     MODELS_RECORD,
     SHIPPED,
     STUDENT,
     TEACHER,
+    Origin,
     QuickstartModels,
     check_plan_installed,
     clear_models,
     copy_models,
     expert_episodes,
-    ladder_models,
     make_models,
     prune_models,
     reusable_models,
@@ -186,6 +188,21 @@ def _settle_process(plan: ModelPlan, verbose: bool) -> None:
         quiet_libraries()
 
 
+def ladder_models(plan: ModelPlan, models_dir: Path, origin: Origin = "reused") -> QuickstartModels | None:
+    """A ladder plan's models in `models_dir` (`trainer make-models --ladder`) when its record was made from the
+    ladder's spec as it is now and both models are there; else None."""
+    path = models_dir / LADDER_RECORD
+    if not path.is_file():
+        return None
+    spec = json.loads(json.dumps(asdict(LadderSpec.load(plan.ladder))))  # as the record reads it back
+    folders = role_folders(models_dir)
+    if json.loads(path.read_text()).get("spec") != spec or not all(
+        (f / "config.json").is_file() for f in folders.values()
+    ):
+        return None
+    return QuickstartModels(folders["student"], folders["teacher"], {}, origin=origin)
+
+
 def ready_models(plan: ModelPlan, config: TrainerConfig, models_root: Path) -> QuickstartModels | None:
     """The plan's models already made: in `models_root` by an earlier run, else shipped with the project; None."""
     if plan.ladder:
@@ -206,8 +223,6 @@ def place_models(ready: QuickstartModels, models_root: Path, phases: Phases, rec
 def make_ladder_models(plan: ModelPlan, models_root: Path, phases: Phases) -> QuickstartModels:
     """Make a ladder plan's models into `models_root` as `trainer make-models --ladder` does (its own local server;
     about 10 minutes for ALFWorld's on 2 cores)."""
-    from trainer.models.ladder import LadderSpec, make_ladder
-
     phases.start(
         "models", f"the {plan.ladder} ladder's models: trainer make-models --ladder {plan.ladder}", models_root
     )

@@ -13,9 +13,9 @@ import pytest
 
 from trainer.config import load_config
 from trainer.models.ladder import RECORD as LADDER_RECORD
-from trainer.quickstart.models import MODELS_RECORD, SHIPPED, copy_models, ladder_models, record_key, shipped_models
+from trainer.quickstart.models import MODELS_RECORD, SHIPPED, copy_models, record_key, shipped_models
 from trainer.quickstart.plans import LADDER, PLANS, default_models_dir, plan_for
-from trainer.quickstart.run import env_overrides, plan_env_overrides, quickstart_models, ready_models
+from trainer.quickstart.run import env_overrides, ladder_models, plan_env_overrides, quickstart_models, ready_models
 
 REMAKE = "remake them: trainer make-models --quickstart --out trainer/quickstart/shipped/tiny"
 
