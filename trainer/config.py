@@ -339,9 +339,9 @@ class OptimConfig(_Section):
     warmup_steps: int = Field(
         0,
         ge=0,
-        description="Optimizer updates over which the learning rate rises linearly to `lr` (0: none, the papers' "
-        "unstated default). AdamW's first updates move every weight by about the learning rate whatever its gradient's "
-        "size: at ~1e-3 that wrecks a trained 64-wide model (docs/design/042).",
+        description="Learner steps (rollout batches) over which the learning rate rises linearly to `lr` (0: none, the "
+        "papers' unstated default). AdamW's first updates move every weight by about the learning rate whatever its "
+        "gradient's size: at ~1e-3 that wrecks a trained 64-wide model (docs/design/042).",
     )
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
@@ -365,6 +365,13 @@ class OptimConfig(_Section):
         "stay resident among long-lived blocks, raising the update's peak RSS (docs/design/039). 0: never.",
     )
     epochs: int = Field(1, ge=1, description="Passes over each rollout batch (1 = on-policy).")
+    mini_batches: int = Field(
+        1,
+        ge=1,
+        description="Optimizer updates per pass over a rollout batch: its rows cut into this many contiguous "
+        "mini-batches (verl's `ppo_mini_batch_size` = batch / this; the advantages are the whole batch's). 1: one "
+        "update per pass, the papers' unstated default; DivOPD's learner updates on 64 turn rows (docs/design/043).",
+    )
     logprob_chunk_tokens: int = Field(
         1024,
         ge=0,
@@ -390,7 +397,7 @@ class OptimConfig(_Section):
 
     logp_old_from_update: bool = Field(
         True,
-        description="Where logp_old is recomputed and epochs is 1 (one update per batch: the on-policy case), the PPO "
+        description="Where logp_old is recomputed and epochs and mini_batches are 1 (one update per batch), the PPO "
         "ratio takes the update forward's own log-probs, detached (verl's dp_actor `on_policy`: the same values as a "
         "recompute at those parameters, ratio 1), and no separate recompute forward runs; the advantages then read "
         "the rollout's recorded log-probs (OBJECTIVES.md's logp_old; GRPO's do not read them). False: the separate "

@@ -9,7 +9,9 @@ One `Learner.step(batch)`:
    the advantages and the ratio both use it (docs/design/033);
 1. advantages `(N, S)` from the objective registered under `objective.name` (the learner never
    knows which objective runs);
-2. rows are cut into micro-batches by a token budget; each micro-batch recomputes `logp` under
+2. the rows are cut into `optim.mini_batches` contiguous mini-batches, one optimizer update each (the advantages
+   are the whole batch's; each mini-batch's loss is its own tokens' mean under the reduction), `optim.epochs`
+   times; each mini-batch's rows are cut into micro-batches by a token budget; each micro-batch recomputes `logp` under
    the current parameters and adds its share of the loss (each token's weight in the reduction is
    computed once on the whole batch, so accumulation gives exactly the full-batch gradient even when
    a trajectory's turn rows fall into different micro-batches);
@@ -56,7 +58,7 @@ STATE_FILE = "trainer_state.pt"
 ROLLOUT_DIFF = "actor/rollout_logp_abs_diff"
 """Mean |rollout's recorded log-prob - the learner's| over supervised tokens, where the learner's replace them."""
 LISTED_KL = "opd/listed_kl"
-"""Mean over the turns drawn among listed replies of KL(student's choice || teacher's), before the update."""
+"""Mean over the turns drawn among listed replies of KL(student's choice || teacher's), each before its update."""
 LISTED_AGREE = "opd/listed_agree"
 """Share of those turns where the student's most likely listed reply is the teacher's."""
 LISTED_WEIGHT = "opd/listed_weight"
@@ -102,6 +104,13 @@ def length_groups(lengths: list[int], token_budget: int) -> Iterator[tuple[slice
 def round_up(width: int, multiple: int, limit: int) -> int:
     """`width` rounded up to a multiple of `multiple`, at most `limit` (`optim.micro_batch_width_multiple`)."""
     return min(-(-width // multiple) * multiple, max(limit, width))
+
+
+def turn_weighted_mean(parts: list[dict[str, float]]) -> dict[str, float]:
+    """The listed-KL metrics of several mini-batches, each part weighted by its `turns` count (not returned)."""
+    turns = sum(part["turns"] for part in parts)
+    names = [name for name in parts[0] if name != "turns"] if parts else []
+    return {name: sum(part[name] * part["turns"] for part in parts) / turns for name in names}
 
 
 def batch_loss_weights(batch: TokenBatch, reduction: str) -> torch.Tensor:
@@ -174,7 +183,8 @@ class Learner:
             trim_heap()
 
     def step(self, batch: TokenBatch) -> dict[str, float]:
-        """One optimizer update (times `optim.epochs`) on `batch`; returns metrics."""
+        """`optim.epochs` passes over `batch`, one optimizer update per mini-batch (`optim.mini_batches`) each;
+        returns metrics."""
         start = time.perf_counter()
         self._trim_heap(0)
         batch = batch.to(self.device)
@@ -183,31 +193,34 @@ class Learner:
             batch, recompute_metrics = self.recompute_old_logprobs(batch)
         advantages, metrics = self.spec.compute(batch, self.hyperparameters, step=self.global_step)
         metrics.update(recompute_metrics)
-        weights = batch_loss_weights(batch, self.reduction)
         sums: dict[str, float] = {}
         listed_weight = self.spec.listed_weight(self.hyperparameters, self.global_step)
-        listed = batch.listed if listed_weight > 0 and batch.listed is not None and len(batch.listed) else None
+        with_listed = listed_weight > 0 and batch.listed is not None and len(batch.listed) > 0
         # with the listed turns' KL, a batch whose every token advantage is 0 has no token gradient to take
-        token_pass = listed is None or bool(advantages.any()) or batch.constraints is not None
-        listed_metrics: dict[str, float] = {}
+        token_pass = not with_listed or bool(advantages.any()) or batch.constraints is not None
+        minis = self._mini_batches(batch, advantages.detach())
+        listed_parts: list[dict[str, float]] = []
         lr = self.learning_rate()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         for epoch in range(self.optim.epochs):
-            if token_pass:
-                sums = self._accumulate(batch, advantages.detach(), weights, from_update=self.on_policy_ratio)
-            else:
-                sums = {"actor/pg_loss": 0.0}
-            if listed is not None:
-                measured = self._listed_kl_backward(listed, listed_weight)
-                if epoch == 0:  # on-policy, before this step's updates
-                    listed_metrics = measured
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.grad_clip)
-            if hasattr(grad_norm, "full_tensor"):  # FSDP2: a DTensor over the ranks' shards
-                grad_norm = grad_norm.full_tensor()
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+            for mini, mini_advantages in minis:
+                if token_pass:
+                    weights = batch_loss_weights(mini, self.reduction)
+                    sums = self._accumulate(mini, mini_advantages, weights, from_update=self.on_policy_ratio)
+                else:
+                    sums = {"actor/pg_loss": 0.0}
+                if with_listed and mini.listed is not None and len(mini.listed):
+                    measured = self._listed_kl_backward(mini.listed, listed_weight)
+                    if epoch == 0:  # each mini-batch's turns before their own update
+                        listed_parts.append({**measured, "turns": float(len(mini.listed))})
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.grad_clip)
+                if hasattr(grad_norm, "full_tensor"):  # FSDP2: a DTensor over the ranks' shards
+                    grad_norm = grad_norm.full_tensor()
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
+        listed_metrics = turn_weighted_mean(listed_parts)
         tokens = float(batch.loss_mask.sum())
         metrics.update(sums)
         metrics.update(listed_metrics)
@@ -223,6 +236,15 @@ class Learner:
             }
         )
         return metrics
+
+    def _mini_batches(self, batch: TokenBatch, advantages: torch.Tensor) -> list[tuple[TokenBatch, torch.Tensor]]:
+        """The batch cut into `optim.mini_batches` contiguous row ranges, each with its advantages (computed on the
+        whole batch); one optimizer update each."""
+        count = min(self.optim.mini_batches, batch.num_rows)
+        if count == 1:
+            return [(batch, advantages)]
+        parts = [rank_rows(batch.num_rows, index, count) for index in range(count)]
+        return [(batch.rows(part), advantages[part]) for part in parts]
 
     def learning_rate(self) -> float:
         """The learning rate of this step's updates: `optim.lr`, risen linearly over `optim.warmup_steps`."""
@@ -250,9 +272,10 @@ class Learner:
     @property
     def on_policy_ratio(self) -> bool:
         """Whether the PPO ratio's `logp_old` is the update forward's own log-prob, detached: the learner's numbers
-        are wanted (`recompute_logp_old`), the step makes one update (`optim.epochs` 1) and
+        are wanted (`recompute_logp_old`), the step makes one update (`optim.epochs` and `optim.mini_batches` 1) and
         `logp_old_from_update` is on. At the parameters of that one update it equals a separate recompute."""
-        return self.recompute_logp_old and self.logp_old_from_update and self.optim.epochs == 1
+        one_update = self.optim.epochs == 1 and self.optim.mini_batches == 1
+        return self.recompute_logp_old and self.logp_old_from_update and one_update
 
     @property
     def separate_recompute(self) -> bool:

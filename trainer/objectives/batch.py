@@ -84,6 +84,17 @@ class TokenBatch:
         }
         return TokenBatch(**moved)
 
+    def rows(self, part: slice) -> TokenBatch:
+        """The rows `part` as a batch of their own (a learner mini-batch): trajectories, rewards, groups and states
+        kept whole, constraints renumbered, the listed turns those rows supervise."""
+        listed = None
+        if self.listed is not None:
+            listed = self.listed.having(set(self.turn_ids[part][self.loss_mask[part]].tolist()))
+        row_fields = ("input_ids", "attention_mask", "loss_mask", "logp_old", "logp_teacher", "turn_ids", "traj_ids")
+        sliced: dict[str, Any] = {name: None if (v := getattr(self, name)) is None else v[part] for name in row_fields}
+        constraints = self.constraints.in_rows(part) if self.constraints is not None else None
+        return dataclasses.replace(self, **sliced, constraints=constraints, listed=listed)
+
     def validate(self) -> None:
         """Check shapes, dtypes, devices and the cross-field invariants; raise `BatchError` if wrong.
 

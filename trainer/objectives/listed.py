@@ -43,6 +43,16 @@ class ListedTurns:
     def __len__(self) -> int:
         return len(self.turn_ids)
 
+    def having(self, turn_ids: set[int]) -> ListedTurns:
+        """The listed turns among `turn_ids`, in order."""
+        keep = [i for i, turn in enumerate(self.turn_ids) if turn in turn_ids]
+        return ListedTurns(
+            [self.turn_ids[i] for i in keep],
+            [self.prompts[i] for i in keep],
+            [self.replies[i] for i in keep],
+            [self.logp_teacher[i] for i in keep],
+        )
+
     def chunks(self, token_budget: int) -> Iterator[slice]:
         """Consecutive turns whose padded prompts and replies fit `token_budget` tokens (at least one turn each)."""
         start = 0

@@ -230,10 +230,12 @@ def test_logp_old_comes_from_the_update_only_with_one_update_per_step(tiny_model
     for epochs, recompute, from_update, on_policy in [
         (1, True, True, True),
         (2, True, True, False),  # the second update's ratio needs the first one's parameters: recompute
+        ((1, 2), True, True, False),  # so does a second mini-batch's
         (1, True, False, False),
         (1, False, True, False),  # the rollout's numbers are the learner's: nothing recomputed
     ]:
-        optim = OptimConfig(epochs=epochs, logp_old_from_update=from_update)
+        passes, minis = epochs if isinstance(epochs, tuple) else (epochs, 1)
+        optim = OptimConfig(epochs=passes, mini_batches=minis, logp_old_from_update=from_update)
         learner = Learner(model, ObjectiveConfig(name="grpo"), optim, recompute_logp_old=recompute)
         assert learner.on_policy_ratio is on_policy
         assert learner.separate_recompute is (recompute and not on_policy)
@@ -293,3 +295,28 @@ def test_the_learning_rate_warms_up_linearly(tiny_models: TinyModels, batch: Tok
     rates = [learner.step(batch)["actor/lr"] for _ in range(5)]
     assert rates == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3])
     assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+
+
+def test_mini_batches_update_as_steps_on_each_part_would(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    """OPD's token advantages are each token's own: a step of two mini-batches = a step on each half in turn."""
+    torch.manual_seed(0)
+    mini = Learner(load_model(tiny_models.student), ObjectiveConfig(name="opd"), OptimConfig(lr=1e-2, mini_batches=2))
+    torch.manual_seed(0)
+    steps = Learner(load_model(tiny_models.student), ObjectiveConfig(name="opd"), OptimConfig(lr=1e-2))
+    half = batch.num_rows // 2
+    mini.step(batch)
+    for part in (slice(0, half), slice(half, batch.num_rows)):
+        steps.step(batch.rows(part))
+    for got, want in zip(mini.model.parameters(), steps.model.parameters(), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    changed = Learner(load_model(tiny_models.student), ObjectiveConfig(name="opd"), OptimConfig(lr=1e-2))
+    changed.step(batch)  # one update on the whole batch moves the weights elsewhere
+    pairs = zip(changed.model.parameters(), mini.model.parameters(), strict=True)
+    assert any(not torch.allclose(a, b) for a, b in pairs)
+
+
+def test_a_row_range_keeps_its_own_turns_and_constraints(batch: TokenBatch) -> None:
+    part = batch.rows(slice(4, 9))
+    assert part.num_rows == 5 and part.num_trajectories == batch.num_trajectories
+    torch.testing.assert_close(part.input_ids, batch.input_ids[4:9])
+    assert set(part.turn_ids[part.loss_mask].tolist()) == set(batch.turn_ids[4:9][batch.loss_mask[4:9]].tolist())

@@ -139,6 +139,23 @@ def test_updates_bring_the_students_choice_to_the_teachers(tiny_models: TinyMode
     assert last[LISTED_AGREE] == 1.0 > first[LISTED_AGREE]
 
 
+def test_mini_batches_take_their_own_rows_listed_turns(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    """A step of 3 mini-batches = a step on each third of the rows in turn: each takes its rows' listed turns, and
+    the step's KL is their turn-weighted mean, each measured before its own update."""
+    assert batch.listed is not None
+    parts = [slice(0, 6), slice(6, 12), slice(12, batch.num_rows)]
+    mini = _learner(tiny_models.student, "opd", budget=4096)
+    mini.optim = mini.optim.model_copy(update={"mini_batches": 3})
+    steps = _learner(tiny_models.student, "opd", budget=4096)
+    got = mini.step(batch)
+    pieces = [batch.rows(part) for part in parts]
+    assert sum(len(piece.listed or []) for piece in pieces) == len(batch.listed)
+    measured = [(steps.step(piece)[LISTED_KL], len(piece.listed or [])) for piece in pieces]
+    assert got[LISTED_KL] == pytest.approx(sum(kl * n for kl, n in measured) / len(batch.listed), rel=1e-5)
+    for a, b in zip(mini.model.parameters(), steps.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_atod_weighs_the_kl_by_kappa(batch: TokenBatch) -> None:
     spec = get_objective("atod")
     config = build_config("atod", {"kl_over": "replies", "tdur": "none", "coef_anneal_steps": 10})
