@@ -204,9 +204,8 @@ class Learner:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         for epoch in range(self.optim.epochs):
-            for mini, mini_advantages in minis:
+            for mini, mini_advantages, weights in minis:
                 if token_pass:
-                    weights = batch_loss_weights(mini, self.reduction)
                     sums = self._accumulate(mini, mini_advantages, weights, from_update=self.on_policy_ratio)
                 else:
                     sums = {"actor/pg_loss": 0.0}
@@ -237,14 +236,15 @@ class Learner:
         )
         return metrics
 
-    def _mini_batches(self, batch: TokenBatch, advantages: torch.Tensor) -> list[tuple[TokenBatch, torch.Tensor]]:
+    def _mini_batches(
+        self, batch: TokenBatch, advantages: torch.Tensor
+    ) -> list[tuple[TokenBatch, torch.Tensor, torch.Tensor]]:
         """The batch cut into `optim.mini_batches` contiguous row ranges, each with its advantages (computed on the
-        whole batch); one optimizer update each."""
+        whole batch) and its own loss weights; one optimizer update each."""
         count = min(self.optim.mini_batches, batch.num_rows)
-        if count == 1:
-            return [(batch, advantages)]
         parts = [rank_rows(batch.num_rows, index, count) for index in range(count)]
-        return [(batch.rows(part), advantages[part]) for part in parts]
+        minis = [(batch, advantages)] if count == 1 else [(batch.rows(part), advantages[part]) for part in parts]
+        return [(mini, part_advantages, batch_loss_weights(mini, self.reduction)) for mini, part_advantages in minis]
 
     def learning_rate(self) -> float:
         """The learning rate of this step's updates: `optim.lr`, risen linearly over `optim.warmup_steps`."""
