@@ -36,7 +36,7 @@ def periodic_eval(
     """The held-out protocol (`play_held_out`) with the current weights: `eval/success_rate`, `eval/mean_turns`,
     `eval/invalid_turn_ratio` (the mean over the splits; with several, also `eval/<split>/*`). With `html`,
     sample episodes are written there (teacher gap shaded when the run has a teacher)."""
-    metrics, played = play_held_out(config, lambda t, s: workers.rollout(t, s, group_size=1), tasks)
+    metrics, played = play_held_out(config, workers.play_held_out, tasks)
     if html is not None:
         score = workers.score if workers.teacher is not None else None
         tokenizer = load_tokenizer(config.models.student)

@@ -21,7 +21,7 @@ from trainer.workers.executor import Executor, Handle, Pending, make_executor
 from trainer.workers.factory import bucket_bytes, sleeps
 from trainer.workers.learner import LearnerWorker, Rendezvous, rendezvous_address
 from trainer.workers.placement import Slot, plan_placement
-from trainer.workers.rollout import RolloutWorker
+from trainer.workers.rollout import Played, RolloutWorker
 from trainer.workers.teacher import TeacherWorker
 from trainer.workers.weight_sync import WeightSync
 
@@ -112,9 +112,20 @@ class WorkerGroup:
         self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, group_size: int | None = None
     ) -> tuple[list[Trajectory], RolloutStats]:
         """Play `tasks` split over the rollout workers (in parallel under Ray); groups renumbered batch-unique."""
+        return self._split_over_workers(tasks, RolloutWorker.run, sampling, group_size)
+
+    def play_held_out(
+        self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings
+    ) -> tuple[list[Trajectory], RolloutStats]:
+        """One episode of each task by the policy alone (`RolloutWorker.run_held_out`), split as `rollout`."""
+        return self._split_over_workers(tasks, RolloutWorker.run_held_out, sampling)
+
+    def _split_over_workers(
+        self, tasks: Sequence[tuple[str, int]], method: Callable[..., Played], *args: Any
+    ) -> tuple[list[Trajectory], RolloutStats]:
         chunks = split_tasks(tasks, len(self.rollout_workers))
         pending = [
-            self.executor.submit(worker, RolloutWorker.run, chunk, sampling, group_size)
+            self.executor.submit(worker, method, chunk, *args)
             for worker, chunk in zip(self.rollout_workers, chunks, strict=True)
             if chunk
         ]

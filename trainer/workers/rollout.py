@@ -37,6 +37,8 @@ class RolloutWorker:
             self.port, self.backend, self.tokenizer, make_renderer(config), rollout_settings(config), config
         )
         self.rollout = make_strategy(config.rollout.strategy, parts)
+        self.plain = self.rollout if config.rollout.strategy == "group" else make_strategy("group", parts)
+        """The `group` strategy for held-out play: no takeover, no branching (as `trainer eval`)."""
         self.hooks = make_hooks(parts)
 
     def ready(self) -> bool:
@@ -53,6 +55,11 @@ class RolloutWorker:
         """`group_size` trajectories of each (task id, env seed), and the counters of the call (`on_turn`:
         progress after every lock-step turn, in this process only)."""
         return self._hooked(self.rollout.run(tasks, sampling, group_size, on_turn))
+
+    def run_held_out(self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings) -> Played:
+        """One episode of each (task id, env seed) with the plain `group` strategy, whatever `rollout.strategy`
+        trains with: a held-out evaluation measures the policy alone (no teacher takeover, no branches)."""
+        return self._hooked(self.plain.run(tasks, sampling, 1))
 
     def play(self, phase: Callable[Concatenate[Any, P], Played], *args: P.args, **kwargs: P.kwargs) -> Played:
         """A phase of this worker's strategy beyond `run`, by reference to the strategy's own method (e.g.
@@ -88,5 +95,7 @@ class RolloutWorker:
         return self.port.task_ids(split, families)
 
     def close(self) -> None:
-        """Release the strategy's threads and sessions."""
+        """Release the strategies' threads and sessions."""
         self.rollout.close()
+        if self.plain is not self.rollout:
+            self.plain.close()

@@ -11,6 +11,8 @@ import pytest
 from trainer.config import TrainerConfig
 from trainer.driver import train
 from trainer.metrics import CORE_PLOTTED, read_metrics
+from trainer.rollout import SamplingSettings
+from trainer.workers import WorkerGroup
 
 
 def _config(alfworld_config: Callable[..., TrainerConfig], server: str, out: Path, **sections: object) -> TrainerConfig:
@@ -93,3 +95,27 @@ def test_reply_level_opd_trains_on_the_listed_turns(
         assert record["opd/listed_weight"] == 1.0 and record["actor/pg_loss"] == 0.0
         assert "actor/entropy" not in record  # the token pass was skipped
         assert record["rollout/invalid_turn_ratio"] == 0.0
+
+
+def test_held_out_play_is_the_policy_alone_when_training_rollouts_take_over(
+    alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
+    """With `rollout.strategy: recovery` the training rollouts hand stalled episodes to the teacher; the held-out
+    play of `eval.every` measures the student alone, as `trainer eval` does."""
+    config = alfworld_config(
+        alfworld_server,
+        env={"max_turns": 5},
+        rollout={"strategy": "recovery", "snapshots": True, "group_size": 1, "tasks_per_step": 4},
+        divopd={"recovery": {"patience": 1}},
+        objective={"name": "opd"},
+    )
+    group = WorkerGroup(config, [alfworld_server])
+    try:
+        tasks = [(task_id, 0) for task_id in group.task_ids("train", ["pick_and_place_simple"])[:4]]
+        sampling = SamplingSettings(max_new_tokens=8, temperature=1.0, seed=0)
+        trained, stats = group.rollout(tasks, sampling, 1)
+        held_out, _ = group.play_held_out(tasks, sampling)
+    finally:
+        group.close()
+    assert stats.takeovers > 0 and any(turn.teacher for episode in trained for turn in episode.turns)
+    assert len(held_out) == 4 and not any(turn.teacher for episode in held_out for turn in episode.turns)
