@@ -13,8 +13,9 @@ One `Learner.step(batch)`:
    are the whole batch's; each mini-batch's loss is its own tokens' mean under the reduction), `optim.epochs`
    times; each mini-batch's rows are cut into micro-batches by a token budget; each micro-batch recomputes `logp` under
    the current parameters and adds its share of the loss (each token's weight in the reduction is
-   computed once on the whole batch, so accumulation gives exactly the full-batch gradient even when
-   a trajectory's turn rows fall into different micro-batches);
+   computed once on its whole mini-batch, so accumulation gives exactly the mini-batch's gradient even when
+   a trajectory's turn rows fall into different micro-batches); the step's `actor/*` metrics are the last pass's,
+   averaged over its mini-batches by supervised tokens;
 2b. with an objective's `kl_over: replies`, the turns drawn among listed replies add the exact KL of the student's
    choice from the teacher's over each list (`trainer.objectives.listed`, docs/design/042); when every token
    advantage is then 0 (OPD with every turn listed) the token pass is skipped: its gradient would be 0;
@@ -106,11 +107,14 @@ def round_up(width: int, multiple: int, limit: int) -> int:
     return min(-(-width // multiple) * multiple, max(limit, width))
 
 
-def turn_weighted_mean(parts: list[dict[str, float]]) -> dict[str, float]:
-    """The listed-KL metrics of several mini-batches, each part weighted by its `turns` count (not returned)."""
-    turns = sum(part["turns"] for part in parts)
-    names = [name for name in parts[0] if name != "turns"] if parts else []
-    return {name: sum(part[name] * part["turns"] for part in parts) / turns for name in names}
+def weighted_mean(parts: list[dict[str, float]], weight: str, summed: frozenset[str] = frozenset()) -> dict[str, float]:
+    """The metrics of several mini-batches, each part weighted by its `weight` entry (not returned); the names in
+    `summed` (counts) add up instead."""
+    total = sum(part[weight] for part in parts) or 1.0
+    names = [name for name in parts[0] if name != weight] if parts else []
+    return {
+        name: sum(part[name] * (1.0 if name in summed else part[weight] / total) for part in parts) for name in names
+    }
 
 
 def batch_loss_weights(batch: TokenBatch, reduction: str) -> torch.Tensor:
@@ -193,22 +197,24 @@ class Learner:
             batch, recompute_metrics = self.recompute_old_logprobs(batch)
         advantages, metrics = self.spec.compute(batch, self.hyperparameters, step=self.global_step)
         metrics.update(recompute_metrics)
-        sums: dict[str, float] = {}
         listed_weight = self.spec.listed_weight(self.hyperparameters, self.global_step)
         with_listed = listed_weight > 0 and batch.listed is not None and len(batch.listed) > 0
         # with the listed turns' KL, a batch whose every token advantage is 0 has no token gradient to take
         token_pass = not with_listed or bool(advantages.any()) or batch.constraints is not None
         minis = self._mini_batches(batch, advantages.detach())
         listed_parts: list[dict[str, float]] = []
+        loss_parts: list[dict[str, float]] = []
         lr = self.learning_rate()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         for epoch in range(self.optim.epochs):
+            loss_parts.clear()  # the last pass's
             for mini, mini_advantages, weights in minis:
                 if token_pass:
                     sums = self._accumulate(mini, mini_advantages, weights, from_update=self.on_policy_ratio)
                 else:
                     sums = {"actor/pg_loss": 0.0}
+                loss_parts.append({**sums, "tokens": float(mini.loss_mask.sum())})
                 if with_listed and mini.listed is not None and len(mini.listed):
                     measured = self._listed_kl_backward(mini.listed, listed_weight)
                     if epoch == 0:  # each mini-batch's turns before their own update
@@ -219,10 +225,9 @@ class Learner:
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
-        listed_metrics = turn_weighted_mean(listed_parts)
         tokens = float(batch.loss_mask.sum())
-        metrics.update(sums)
-        metrics.update(listed_metrics)
+        metrics.update(weighted_mean(loss_parts, "tokens", summed=frozenset({PBR_CONSTRAINTS})))
+        metrics.update(weighted_mean(listed_parts, "turns"))
         metrics.update(
             {
                 "actor/grad_norm": float(grad_norm),

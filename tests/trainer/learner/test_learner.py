@@ -304,9 +304,13 @@ def test_mini_batches_update_as_steps_on_each_part_would(tiny_models: TinyModels
     torch.manual_seed(0)
     steps = Learner(load_model(tiny_models.student), ObjectiveConfig(name="opd"), OptimConfig(lr=1e-2))
     half = batch.num_rows // 2
-    mini.step(batch)
-    for part in (slice(0, half), slice(half, batch.num_rows)):
-        steps.step(batch.rows(part))
+    metrics = mini.step(batch)
+    parts = [batch.rows(part) for part in (slice(0, half), slice(half, batch.num_rows))]
+    losses = [steps.step(part)["actor/pg_loss"] for part in parts]
+    tokens = [float(part.loss_mask.sum()) for part in parts]
+    # the step's loss metric: the parts' losses averaged by their supervised tokens
+    want_loss = sum(loss * count for loss, count in zip(losses, tokens, strict=True)) / sum(tokens)
+    assert metrics["actor/pg_loss"] == pytest.approx(want_loss, rel=1e-5)
     for got, want in zip(mini.model.parameters(), steps.model.parameters(), strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     changed = Learner(load_model(tiny_models.student), ObjectiveConfig(name="opd"), OptimConfig(lr=1e-2))
