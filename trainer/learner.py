@@ -257,19 +257,23 @@ class Learner:
         return self.optim.lr * min(1.0, (self.global_step + 1) / warmup) if warmup else self.optim.lr
 
     def _listed_kl_backward(self, listed: ListedTurns, weight: float) -> dict[str, float]:
-        """Add `weight` x the mean over `listed` turns of KL(student's choice || teacher's) to the gradients
-        (reply-level OPD, docs/design/042), in chunks of `optim.micro_batch_tokens`; its metrics."""
+        """Add `weight` x the mean over `listed` turns of the KL of the student's choice from the teacher's (reverse,
+        or forward with `reply_kl: forward`) to the gradients (reply-level OPD, docs/design/042 and 044), in chunks of
+        `optim.micro_batch_tokens`; its metrics (`opd/listed_kl` is the reverse KL whichever is trained)."""
         if self.sharded:
             raise ObjectiveError(
                 "kl_over: replies trains on one learner rank (placement.learner_gpus <= 1)", reason="LISTED_SHARDED"
             )
         kl_sum, agree = 0.0, 0
+        direction = self.spec.reply_kl(self.hyperparameters)
         for part in listed.chunks(self.optim.micro_batch_tokens):
             with autocast(self.device, self.cpu_bf16):
                 student = listed_reply_logprobs(self.model, listed.prompts[part], listed.replies[part], pad_token_id=0)
             teacher = [torch.tensor(scores, device=self.device) for scores in listed.logp_teacher[part]]
-            kl = torch.stack([listed_kl(s, t) for s, t in zip(student, teacher, strict=True)])
-            (weight * kl.sum() / len(listed)).backward()
+            pairs = list(zip(student, teacher, strict=True))
+            loss = torch.stack([listed_kl(s, t, direction) for s, t in pairs])
+            (weight * loss.sum() / len(listed)).backward()
+            kl = loss if direction == "reverse" else torch.stack([listed_kl(s.detach(), t) for s, t in pairs])
             kl_sum += float(kl.detach().sum())
             agree += sum(int(s.argmax() == t.argmax()) for s, t in zip(student, teacher, strict=True))
         return {LISTED_KL: kl_sum / len(listed), LISTED_AGREE: agree / len(listed), LISTED_WEIGHT: weight}

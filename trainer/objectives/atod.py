@@ -19,6 +19,7 @@ from trainer.objectives import diagnostics as names
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.credit import rl_advantage
 from trainer.objectives.grpo import GrpoConfig
+from trainer.objectives.listed import ReplyKl
 from trainer.objectives.opd import (
     KlOver,
     OpdConfig,
@@ -68,10 +69,12 @@ class AtodConfig:
     """OPD signal clamp (see OpdConfig)."""
     kl_over: KlOver = "tokens"
     """Where the OPD term's KL is taken (see OpdConfig); under `replies` the listed turns' KL is weighted kappa(s)."""
+    reply_kl: ReplyKl = "reverse"
+    """Which KL over the listed replies (see OpdConfig)."""
 
     def __post_init__(self) -> None:
         GrpoConfig(epsilon=self.epsilon, advantage=self.advantage, gamma=self.gamma, omega=self.omega)
-        OpdConfig(logp_floor=self.logp_floor, adv_clamp=self.adv_clamp, kl_over=self.kl_over)
+        OpdConfig(logp_floor=self.logp_floor, adv_clamp=self.adv_clamp, kl_over=self.kl_over, reply_kl=self.reply_kl)
         if self.kl_over == "replies" and self.tdur != "none":
             raise ObjectiveError("atod kl_over: replies weighs every listed turn alike: set tdur: none", reason=_REASON)
         if not 0 <= self.kappa_min <= self.kappa_init:
@@ -145,13 +148,16 @@ def atod_advantage(
     logp_floor: float = -10.0,
     adv_clamp: float = 10.0,
     kl_over: KlOver = "tokens",
+    reply_kl: ReplyKl = "reverse",
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """ATOD hybrid token advantages (N, S), 0 off `loss_mask`, at global learner step `step` (under `kl_over:
-    replies` no OPD term on the turns drawn among listed replies: `atod_listed_coef` weighs their KL).
+    replies` no OPD term on the turns drawn among listed replies: `atod_listed_coef` weighs their KL; `reply_kl` is
+    the learner's, unused here).
 
     Metrics: the `grpo/*`, `opd/*` and `tdur/*` ones of its parts, plus `hybrid/kl_coef` (kappa),
     `hybrid/rl_coef` (rho), `hybrid/opd_signal`, `hybrid/rl_signal` and `hybrid/opd_rl_ratio`.
     """
+    del reply_kl
     logp_teacher = require_teacher(batch, "atod")
     kappa, rho = atod_coefficients(
         step,

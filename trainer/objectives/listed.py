@@ -4,17 +4,22 @@
 Under `choice` a turn's policy is a distribution over its listed replies, q(a) = P(a | prompt) normalised over the
 list. Its reverse KL to the teacher's, KL(q_S || q_T) = sum_a q_S(a) (log q_S(a) - log q_T(a)), is exact and cheap
 once both models have scored every listed reply: the learner differentiates it (`listed_kl`) where token-level OPD
-would estimate it from the one reply drawn.
+would estimate it from the one reply drawn. `reply_kl: forward` trains the other direction, KL(q_T || q_S): the
+teacher's choice as soft labels on the student's own states (GKD's on-policy forward KL; docs/design/044).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 
 from trainer.errors import BatchError
+
+ReplyKl = Literal["reverse", "forward"]
+REPLY_KL: tuple[str, ...] = get_args(ReplyKl)
 
 
 @dataclass
@@ -68,8 +73,11 @@ class ListedTurns:
             start = end
 
 
-def listed_kl(logp_student: torch.Tensor, logp_teacher: torch.Tensor) -> torch.Tensor:
-    """KL(q_S || q_T) over one turn's listed replies, from each model's total log-prob of each reply (K,)."""
+def listed_kl(logp_student: torch.Tensor, logp_teacher: torch.Tensor, direction: ReplyKl = "reverse") -> torch.Tensor:
+    """KL(q_S || q_T) (`reverse`) or KL(q_T || q_S) (`forward`) over one turn's listed replies, from each model's
+    total log-prob of each reply (K,)."""
     student = torch.log_softmax(logp_student.float(), dim=0)
     teacher = torch.log_softmax(logp_teacher.to(student), dim=0)
+    if direction == "forward":
+        return (teacher.exp() * (teacher - student)).sum()
     return (student.exp() * (student - teacher)).sum()

@@ -14,6 +14,7 @@ import torch
 from trainer.errors import ObjectiveError
 from trainer.objectives import diagnostics as names
 from trainer.objectives.batch import TokenBatch
+from trainer.objectives.listed import REPLY_KL, ReplyKl
 from trainer.objectives.segments import segment_index, segment_sum
 
 KlOver = Literal["tokens", "replies"]
@@ -32,9 +33,13 @@ class OpdConfig:
     """`tokens` (the papers): the sampled tokens' reverse-KL signal. `replies`: a turn drawn among listed replies
     (`rollout.action_match: choice`) learns the exact KL over its list instead, in the learner (docs/design/042);
     free-text turns keep the token signal."""
+    reply_kl: ReplyKl = "reverse"
+    """Under `kl_over: replies`, which KL the learner minimises: `reverse` KL(q_S || q_T) (the papers' OPD direction,
+    which the token signal estimates) or `forward` KL(q_T || q_S) (the teacher's choice as soft labels on the
+    student's states: GKD's on-policy forward KL; docs/design/044)."""
 
     def __post_init__(self) -> None:
-        check_kl_over(self.kl_over)
+        check_kl_over(self.kl_over, self.reply_kl)
         if not self.logp_floor < 0:
             raise ObjectiveError(
                 f"opd.logp_floor must be < 0, got {self.logp_floor}", reason="INVALID_OBJECTIVE_CONFIG"
@@ -43,10 +48,14 @@ class OpdConfig:
             raise ObjectiveError(f"opd.adv_clamp must be > 0, got {self.adv_clamp}", reason="INVALID_OBJECTIVE_CONFIG")
 
 
-def check_kl_over(kl_over: str) -> None:
-    """ObjectiveError unless `kl_over` is one of `KL_OVER`."""
+def check_kl_over(kl_over: str, reply_kl: str = "reverse") -> None:
+    """ObjectiveError unless `kl_over` is one of `KL_OVER` and `reply_kl` one of `REPLY_KL`."""
     if kl_over not in KL_OVER:
         raise ObjectiveError(f"kl_over must be one of {KL_OVER}, got {kl_over!r}", reason="INVALID_OBJECTIVE_CONFIG")
+    if reply_kl != "reverse" and kl_over != "replies":
+        raise ObjectiveError(f"reply_kl: {reply_kl} needs kl_over: replies", reason="INVALID_OBJECTIVE_CONFIG")
+    if reply_kl not in REPLY_KL:
+        raise ObjectiveError(f"reply_kl must be one of {REPLY_KL}, got {reply_kl!r}", reason="INVALID_OBJECTIVE_CONFIG")
 
 
 def without_listed_turns(advantage: torch.Tensor, batch: TokenBatch) -> torch.Tensor:
@@ -117,13 +126,15 @@ def opd_advantage(
     logp_floor: float = -10.0,
     adv_clamp: float = 10.0,
     kl_over: KlOver = "tokens",
+    reply_kl: ReplyKl = "reverse",
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """OPD token advantages (N, S) for vanilla (n = 1) and Multi-Rollout (n > 1) OPD (under `kl_over: replies`,
     0 on the turns drawn among listed replies: the learner's KL over the list trains them).
 
-    `step` is unused (OPD has no schedule); it is accepted for the registry's uniform signature.
+    `step` (OPD has no schedule) and `reply_kl` (the learner's) are unused; accepted for the registry's uniform
+    signature.
     """
-    del step
+    del step, reply_kl
     advantage, metrics = compute_opd_token_advantage(
         require_teacher(batch, "opd"), batch.logp_old, batch.loss_mask, logp_floor=logp_floor, adv_clamp=adv_clamp
     )

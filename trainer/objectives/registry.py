@@ -24,6 +24,7 @@ from trainer.errors import ObjectiveError
 from trainer.objectives.atod import AtodConfig, atod_advantage, atod_listed_coef
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.grpo import GrpoConfig, grpo_advantage
+from trainer.objectives.listed import ReplyKl
 from trainer.objectives.loss import Reduction, check_reduction
 from trainer.objectives.opd import OpdConfig, opd_advantage, opd_listed_coef
 
@@ -73,6 +74,10 @@ class ObjectiveSpec:
     def scores_listed_replies(self, config: Any) -> bool:
         """Whether the objective with `config` trains on the KL over listed replies (the teacher scores them)."""
         return self.listed_coef is not None and getattr(config, "kl_over", "tokens") == "replies"
+
+    def reply_kl(self, config: Any) -> ReplyKl:
+        """Which KL over the listed replies the learner minimises (`reply_kl`: `reverse` unless the config says)."""
+        return getattr(config, "reply_kl", "reverse")
 
     def listed_weight(self, config: Any, step: int) -> float:
         """The weight of the KL over listed replies at learner step `step` (0 without it)."""

@@ -21,7 +21,7 @@ from trainer.models.loading import load_model, load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.objectives.atod import atod_coefficients
 from trainer.objectives.batch import TokenBatch
-from trainer.objectives.listed import listed_kl
+from trainer.objectives.listed import ReplyKl, listed_kl
 from trainer.objectives.registry import build_config, get_objective
 from trainer.prompts import encode_user_turn
 from trainer.rollout.types import Trajectory, Turn
@@ -69,15 +69,15 @@ def _learner(path: Path, objective: str, budget: int, **params: object) -> Learn
     )
 
 
-def _reference_kl(model: torch.nn.Module, listed: object) -> torch.Tensor:
-    """Mean KL over the listed turns, each reply's log-prob from a plain forward of prompt + reply."""
+def _reference_kl(model: torch.nn.Module, listed: object, direction: ReplyKl = "reverse") -> torch.Tensor:
+    """Mean KL (`direction`) over the listed turns, each reply's log-prob from a plain forward of prompt + reply."""
     kls = []
     for prompt, replies, teacher in zip(listed.prompts, listed.replies, listed.logp_teacher, strict=True):  # type: ignore[attr-defined]
         totals = []
         for reply in replies:
             logp = torch.log_softmax(model(input_ids=torch.tensor([prompt + reply])).logits[0, :-1].float(), dim=-1)
             totals.append(logp[len(prompt) - 1 :].gather(-1, torch.tensor(reply)[:, None]).sum())
-        kls.append(listed_kl(torch.stack(totals), torch.tensor(teacher)))
+        kls.append(listed_kl(torch.stack(totals), torch.tensor(teacher), direction))
     return torch.stack(kls).mean()
 
 
@@ -113,18 +113,38 @@ def test_the_token_signal_is_left_to_free_turns(batch: TokenBatch, objective: st
     torch.testing.assert_close(replies[free], tokens[free])
 
 
-def test_the_learners_gradient_is_the_mean_kl_over_plain_forwards(tiny_models: TinyModels, batch: TokenBatch) -> None:
+@pytest.mark.parametrize("direction", ["reverse", "forward"])
+def test_the_learners_gradient_is_the_mean_kl_over_plain_forwards(
+    tiny_models: TinyModels, batch: TokenBatch, direction: ReplyKl
+) -> None:
+    """`reply_kl` picks the KL differentiated; the logged `opd/listed_kl` is the reverse one either way."""
     assert batch.listed is not None
-    learner = _learner(tiny_models.student, "opd", budget=64)  # several chunks
+    learner = _learner(tiny_models.student, "opd", budget=64, reply_kl=direction)  # several chunks
     assert len(list(batch.listed.chunks(64))) > 3
     metrics = learner._listed_kl_backward(batch.listed, weight=0.7)
     got = [p.grad.clone() for p in learner.model.parameters()]
     learner.model.zero_grad(set_to_none=True)
-    reference = _reference_kl(learner.model, batch.listed)
+    reference = _reference_kl(learner.model, batch.listed, direction)
     (0.7 * reference).backward()
-    assert metrics[LISTED_KL] == pytest.approx(float(reference.detach()), rel=1e-4)
+    reverse = float(_reference_kl(learner.model, batch.listed).detach())
+    assert metrics[LISTED_KL] == pytest.approx(reverse, rel=1e-4)
     for a, p in zip(got, learner.model.parameters(), strict=True):
         torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-3)
+
+
+def test_the_forward_kl_pulls_each_reply_by_its_probability_gap() -> None:
+    """KL(q_T || q_S)'s gradient on the student's reply scores is q_S - q_T: the teacher's choice gains by its whole
+    gap even where the student gives it little mass; the reverse KL's pull on it is scaled by that small mass."""
+    scores = torch.tensor([-6.0, -0.1, -2.0], requires_grad=True)
+    teacher = torch.tensor([-0.05, -4.0, -5.0])
+    listed_kl(scores, teacher, "forward").backward()
+    assert scores.grad is not None
+    want = torch.softmax(scores.detach(), 0) - torch.softmax(teacher, 0)
+    torch.testing.assert_close(scores.grad, want)
+    forward_pull = -float(scores.grad[0])
+    scores.grad = None
+    listed_kl(scores, teacher, "reverse").backward()
+    assert forward_pull > 0.9 and 0 < -float(scores.grad[0]) < 0.1 * forward_pull
 
 
 def test_updates_bring_the_students_choice_to_the_teachers(tiny_models: TinyModels, batch: TokenBatch) -> None:
@@ -171,6 +191,10 @@ def test_where_it_cannot_run_it_is_refused(alfworld_config: object) -> None:
         build_config("atod", {"kl_over": "replies"})
     with pytest.raises(ObjectiveError, match="kl_over must be one of"):
         build_config("opd", {"kl_over": "reply"})
+    with pytest.raises(ObjectiveError, match="reply_kl: forward needs kl_over: replies"):
+        build_config("opd", {"reply_kl": "forward"})
+    with pytest.raises(ObjectiveError, match="reply_kl must be one of"):
+        build_config("atod", {"kl_over": "replies", "tdur": "none", "reply_kl": "both"})
     with pytest.raises(ValueError, match=r"set rollout\.action_match: choice"):
         alfworld_config("localhost:1", objective={"name": "opd", "params": {"kl_over": "replies"}})  # type: ignore[operator]
     config = alfworld_config(  # type: ignore[operator]

@@ -32,6 +32,7 @@ MARGIN = 0.2
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~5 min in CI on 2 quiet cores; twice past the default 600 s on a loaded machine
 def test_grpo_raises_success_after_sft_warm_start(alfworld_server: str, tmp_path: Path) -> None:
     config = load_config(
         "grpo-tiny.yaml",
