@@ -29,6 +29,36 @@ def listed_reply_logprobs(
     Every prompt and every reply must be non-empty; a reply is scored teacher-forced after its prompt (its last
     token, EOS, included), exactly as a forward of prompt + reply would.
     """
+    packed, logp = _reply_token_logprobs(model, prompts, replies, pad_token_id)
+    totals = torch.zeros(len(packed.reply_lengths), dtype=logp.dtype, device=logp.device)
+    totals = totals.index_add(0, packed.reply_of_token.to(logp.device), logp)
+    return list(totals.split([len(listed) for listed in replies]))
+
+
+def listed_reply_token_logprobs(
+    model: PreTrainedModel,
+    prompts: Sequence[Sequence[int]],
+    replies: Sequence[Sequence[Sequence[int]]],
+    pad_token_id: int,
+) -> list[list[Tensor]]:
+    """For each prompt, the log-prob of every token of each listed reply (one (len(reply),) fp32 tensor per reply),
+    from the same forward as `listed_reply_logprobs` (whose totals are their sums)."""
+    packed, logp = _reply_token_logprobs(model, prompts, replies, pad_token_id)
+    per_reply = list(logp.split(packed.reply_lengths))
+    grouped: list[list[Tensor]] = []
+    for listed in replies:
+        grouped.append(per_reply[: len(listed)])
+        per_reply = per_reply[len(listed) :]
+    return grouped
+
+
+def _reply_token_logprobs(
+    model: PreTrainedModel,
+    prompts: Sequence[Sequence[int]],
+    replies: Sequence[Sequence[Sequence[int]]],
+    pad_token_id: int,
+) -> tuple[_Packed, Tensor]:
+    """The turns packed one per row, and the log-prob of every listed reply's tokens in packing order (flat, fp32)."""
     if len(prompts) != len(replies):
         raise ValueError(f"{len(prompts)} prompts but {len(replies)} reply lists")
     if not prompts or not all(prompts) or not all(listed and all(listed) for listed in replies):
@@ -43,9 +73,7 @@ def listed_reply_logprobs(
     states = hidden[packed.rows.to(device), packed.predictors.to(device)]
     logits = model.get_output_embeddings()(states).float()
     logp = torch.log_softmax(logits, dim=-1).gather(-1, packed.targets.to(device)[:, None]).squeeze(-1)
-    totals = torch.zeros(len(packed.reply_lengths), dtype=logp.dtype, device=device)
-    totals = totals.index_add(0, packed.reply_of_token.to(device), logp)
-    return list(totals.split([len(listed) for listed in replies]))
+    return packed, logp
 
 
 class _Packed:

@@ -1,7 +1,8 @@
-"""Attach the frozen teacher's log-probs to every student turn (one batched `score` call)."""
+"""Attach the frozen teacher's log-probs to every student turn (batched `score_replies` and `score` calls)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,17 +11,31 @@ from trainer.rollout.types import Trajectory
 
 def attach_teacher_logprobs(trajectories: Sequence[Trajectory], scorer: Any, listed: bool = False) -> int:
     """Score each supervised student turn's response under `scorer` (a `ScoringBackend`), and with `listed` every
-    listed reply of the turns drawn among them (`score_replies`, reply-level OPD); returns response tokens scored."""
+    listed reply of the turns drawn among them (`score_replies`, reply-level OPD: a turn whose response is one of its
+    listed replies takes that reply's token log-probs from the same forward); returns response tokens scored."""
     turns = [turn for t in trajectories if not t.dropped for turn in t.turns if turn.supervised]
     if not turns:
         return 0
+    rest = turns
     if listed and (drawn := [turn for turn in turns if turn.listed]):
-        totals = scorer.score_replies([turn.prompt_ids for turn in drawn], [turn.listed for turn in drawn])
-        for turn, scores in zip(drawn, totals, strict=True):
-            turn.listed_logp_teacher = list(scores)
-    scores = scorer.score([turn.prompt_ids for turn in turns], [turn.response_ids for turn in turns])
-    for turn, logp in zip(turns, scores, strict=True):
-        if len(logp) != len(turn.response_ids):
-            raise ValueError(f"teacher returned {len(logp)} log-probs for {len(turn.response_ids)} response tokens")
-        turn.logp_teacher = list(logp)
+        per_token = scorer.score_replies([turn.prompt_ids for turn in drawn], [turn.listed for turn in drawn])
+        taken: set[int] = set()
+        for turn, replies in zip(drawn, per_token, strict=True):
+            turn.listed_logp_teacher = [math.fsum(reply) for reply in replies]
+            chosen = _listed_index(turn.listed, turn.response_ids)
+            if chosen is not None:
+                turn.logp_teacher = list(replies[chosen])
+                taken.add(id(turn))
+        rest = [turn for turn in turns if id(turn) not in taken]
+    if rest:
+        scores = scorer.score([turn.prompt_ids for turn in rest], [turn.response_ids for turn in rest])
+        for turn, logp in zip(rest, scores, strict=True):
+            if len(logp) != len(turn.response_ids):
+                raise ValueError(f"teacher returned {len(logp)} log-probs for {len(turn.response_ids)} response tokens")
+            turn.logp_teacher = list(logp)
     return sum(len(turn.response_ids) for turn in turns)
+
+
+def _listed_index(listed: list[list[int]] | None, response: list[int]) -> int | None:
+    """Which listed reply `response` is, token for token (None: none)."""
+    return next((index for index, reply in enumerate(listed or []) if list(reply) == list(response)), None)

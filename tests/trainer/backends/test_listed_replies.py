@@ -1,6 +1,7 @@
 """`listed_reply_logprobs` (reply-level OPD's scorer, docs/design/042) on a tiny random Qwen3: every listed reply's
 total log-prob equals a forward of prompt + reply (SDPA and eager attention), prompts of different lengths and lists
-in one batch; its gradient equals the full forwards' gradient; and `HFBackend.score_replies` returns the same."""
+in one batch; its gradient equals the full forwards' gradient; `HFBackend.score_replies` returns the same, token by
+token; the teacher's attachment takes a drawn turn's token log-probs from that forward, as `score` gives them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.backends import HFBackend
 from trainer.backends.listed import listed_reply_logprobs
+from trainer.batching import attach_teacher_logprobs
+from trainer.rollout import Trajectory, Turn
 
 ACTIONS = ["go to drawer 1", "go to drawer 2", "go to countertop 1", "take apple 1 from countertop 1", "look"]
 
@@ -72,16 +75,41 @@ def test_the_gradient_is_the_full_forwards_gradient(
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
 
 
-def test_score_replies_is_the_scorer_without_gradients(
+def test_score_replies_is_the_scorer_without_gradients_token_by_token(
     backend: HFBackend, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
 ) -> None:
     lists = _lists(tokenizer, prompts)
     with torch.no_grad():
         expected = listed_reply_logprobs(model, prompts, lists, tokenizer.pad_token_id)
     got = backend.score_replies(prompts, lists)
-    assert [len(s) for s in got] == [len(r) for r in lists]
-    for scores, want in zip(got, expected, strict=True):
-        torch.testing.assert_close(torch.tensor(scores), want, atol=1e-5, rtol=0)
+    assert [[len(tokens) for tokens in s] for s in got] == [[len(reply) for reply in r] for r in lists]
+    for scores, want, prompt, replies in zip(got, expected, prompts, lists, strict=True):
+        torch.testing.assert_close(torch.tensor([sum(tokens) for tokens in scores]), want, atol=1e-5, rtol=0)
+        plain = backend.score([prompt] * len(replies), replies)  # each reply's tokens from a forward of its own
+        for tokens, reference in zip(scores, plain, strict=True):
+            torch.testing.assert_close(torch.tensor(tokens), torch.tensor(reference), atol=1e-4, rtol=0)
+
+
+def test_attached_teacher_logprobs_are_the_plain_scores(
+    backend: HFBackend, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
+) -> None:
+    """A turn drawn among its listed replies takes its response's token log-probs from the listed forward; a free-text
+    turn and one whose response is not listed are scored plainly; all equal `score` on the same tokens."""
+    lists = _lists(tokenizer, prompts)
+    unlisted = _replies(tokenizer, ["open fridge 1"])[0]
+    responses = [lists[0][1], unlisted, lists[2][0], unlisted]
+    turns = [
+        Turn(prompt, response, [0.0] * len(response), "", "look", "ok", listed=None if i == 3 else lists[i])
+        for i, (prompt, response) in enumerate(zip(prompts, responses, strict=True))
+    ]
+    scored = attach_teacher_logprobs([Trajectory("t", group=0, seed=0, turns=turns)], backend, listed=True)
+    assert scored == sum(len(r) for r in responses)
+    expected = backend.score(list(prompts), responses)
+    for turn, want in zip(turns, expected, strict=True):
+        assert turn.logp_teacher is not None
+        torch.testing.assert_close(torch.tensor(turn.logp_teacher), torch.tensor(want), atol=1e-4, rtol=0)
+    assert turns[3].listed_logp_teacher is None
+    assert all(len(t.listed_logp_teacher or []) == len(t.listed or []) for t in turns[:3])
 
 
 def test_bad_lists_are_refused(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
