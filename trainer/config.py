@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainer.errors import TrainerError
+from trainer.lr_schedule import LrSchedule
 
 
 class ConfigError(TrainerError):
@@ -342,6 +343,22 @@ class OptimConfig(_Section):
         description="Learner steps (rollout batches) over which the learning rate rises linearly to `lr` (0: none, the "
         "papers' unstated default). AdamW's first updates move every weight by about the learning rate whatever its "
         "gradient's size: at ~1e-3 that wrecks a trained 64-wide model (docs/design/042).",
+    )
+    lr_schedule: LrSchedule = Field(
+        "constant",
+        description="After the warm-up: constant (the papers') or cosine, a half cosine from `lr` down to "
+        "`min_lr_ratio` x `lr` at the run's last step (`steps`); the last policy then comes from small steps, not "
+        "from wherever the last full-size update left it (docs/design/045).",
+    )
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="cosine: the last step's learning rate as a share of lr.")
+    ema_decay: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="A moving average of the student's weights, updated after each learner step as ema = decay x ema "
+        "+ (1 - decay) x weights (Polyak averaging; 0: off, the papers'). Checkpoints hold it as the model (what "
+        "`trainer eval`, the quickstart and exports read) and the trained weights in their state (what rollouts "
+        "use and a resume continues); one learner rank only (docs/design/045).",
     )
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")

@@ -46,6 +46,7 @@ from trainer.backends.listed import listed_reply_logprobs
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.errors import ObjectiveError
 from trainer.learner_dist import LogprobModel, all_reduce_max, all_reduce_sum, rank_rows, shard, world
+from trainer.lr_schedule import lr_factor
 from trainer.memory import trim_heap
 from trainer.models.loading import SHARDED_DIR
 from trainer.objectives.batch import TokenBatch
@@ -139,7 +140,12 @@ class Learner:
         fsdp: bool = False,
         cpu_bf16: bool = False,
         supervised_positions: bool = True,
+        total_steps: int = 0,
     ) -> None:
+        if optim.lr_schedule != "constant" and total_steps < 1:
+            raise ValueError(f"optim.lr_schedule {optim.lr_schedule} needs the run's total steps (got {total_steps})")
+        self.total_steps = total_steps
+        """The run's learner steps (`steps`): where a decaying `optim.lr_schedule` reaches its floor."""
         self.device = torch.device(device)
         self.rank, self.world_size = world()
         self.sharded = self.world_size > 1 or fsdp
@@ -178,6 +184,12 @@ class Learner:
         """Project to the vocabulary only at supervised tokens (False: at every position, the path before
         docs/design/029, kept as the reference of its parity tests and `trainer bench --speed`'s old path)."""
         self.global_step = 0
+        self.ema: dict[str, torch.Tensor] | None = None
+        """`optim.ema_decay`: the moving average of the parameters (fp32, by name), None when off."""
+        if optim.ema_decay:
+            if self.sharded:
+                raise ValueError("optim.ema_decay averages the weights on one learner rank (placement.learner_gpus 1)")
+            self.ema = {name: p.detach().float().clone() for name, p in self.model.named_parameters()}
 
     def _trim_heap(self, micro_batches: int) -> None:
         """On the CPU, every `optim.trim_heap_every` micro-batches (and at 0, an update's start): the heap's free
@@ -225,6 +237,7 @@ class Learner:
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
+        self._update_ema()
         tokens = float(batch.loss_mask.sum())
         metrics.update(weighted_mean(loss_parts, "tokens", summed=frozenset({PBR_CONSTRAINTS})))
         metrics.update(weighted_mean(listed_parts, "turns"))
@@ -252,9 +265,16 @@ class Learner:
         return [(mini, part_advantages, batch_loss_weights(mini, self.reduction)) for mini, part_advantages in minis]
 
     def learning_rate(self) -> float:
-        """The learning rate of this step's updates: `optim.lr`, risen linearly over `optim.warmup_steps`."""
-        warmup = self.optim.warmup_steps
-        return self.optim.lr * min(1.0, (self.global_step + 1) / warmup) if warmup else self.optim.lr
+        """The learning rate of this step's updates: `optim.lr`, risen linearly over `optim.warmup_steps`, then as
+        `optim.lr_schedule` says over the run's `total_steps`."""
+        factor = lr_factor(
+            self.optim.lr_schedule,
+            self.global_step,
+            self.total_steps,
+            warmup=self.optim.warmup_steps,
+            final=self.optim.min_lr_ratio,
+        )
+        return self.optim.lr * factor
 
     def _listed_kl_backward(self, listed: ListedTurns, weight: float) -> dict[str, float]:
         """Add `weight` x the mean over `listed` turns of the KL of the student's choice from the teacher's (reverse,
@@ -423,16 +443,38 @@ class Learner:
 
     def save(self, folder: str | Path, tokenizer: Any = None) -> Path:
         """Write a checkpoint to `folder`: one rank writes an HF model folder plus optimizer, step and RNG
-        states; several ranks write their shards (`sharded_checkpoint`; `load_model` assembles them)."""
+        states; several ranks write their shards (`sharded_checkpoint`; `load_model` assembles them). With
+        `optim.ema_decay` the model folder holds the averaged weights and the state the trained ones."""
         out = Path(folder)
         if self.sharded:
             return self._save_sharded(out, tokenizer)
         out.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(out)
+        trained = None
+        if self.ema is not None:
+            trained = {name: p.detach().clone() for name, p in self.model.named_parameters()}
+            self._copy_into_model(self.ema)
+        try:
+            self.model.save_pretrained(out)
+        finally:
+            if trained is not None:
+                self._copy_into_model(trained)
         if tokenizer is not None:
             tokenizer.save_pretrained(out)
-        self._save_state(out, self.optimizer.state_dict())
+        self._save_state(out, self.optimizer.state_dict(), trained)
         return out
+
+    def _update_ema(self) -> None:
+        """ema <- decay x ema + (1 - decay) x parameters (`optim.ema_decay`; nothing when off)."""
+        if self.ema is None:
+            return
+        with torch.no_grad():
+            for name, p in self.model.named_parameters():
+                self.ema[name].lerp_(p.detach().float(), 1.0 - self.optim.ema_decay)
+
+    @torch.no_grad()
+    def _copy_into_model(self, weights: Mapping[str, torch.Tensor]) -> None:
+        for name, p in self.model.named_parameters():
+            p.copy_(weights[name])
 
     def _save_sharded(self, out: Path, tokenizer: Any) -> Path:
         """torch.distributed.checkpoint: every rank writes its own model and optimizer shards to
@@ -450,9 +492,10 @@ class Learner:
         torch.distributed.barrier()
         return out
 
-    def _save_state(self, out: Path, optimizer: Any) -> None:
+    def _save_state(self, out: Path, optimizer: Any, trained: Mapping[str, torch.Tensor] | None = None) -> None:
         state = {
             "optimizer": optimizer,
+            "trained_weights": trained,
             "global_step": self.global_step,
             "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(),
@@ -472,9 +515,21 @@ class Learner:
             raise ValueError(f"{folder} is a one-rank checkpoint: resume it with one learner rank")
         else:
             self.optimizer.load_state_dict(state["optimizer"])
+            self._load_average(state.get("trained_weights"))
         self.global_step = int(state["global_step"])
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
+
+    def _load_average(self, trained: Mapping[str, torch.Tensor] | None) -> None:
+        """After `load`'s caller read the model folder: with `optim.ema_decay`, those weights are the average and
+        `trained` (the state's) the weights training continues from; a checkpoint without an average starts one."""
+        if self.ema is None:
+            if trained is not None:
+                raise ValueError("this checkpoint's model is a weight average (optim.ema_decay): resume it with one")
+            return
+        self.ema = {name: p.detach().float().clone() for name, p in self.model.named_parameters()}
+        if trained is not None:
+            self._copy_into_model(trained)
 
     def _load_sharded(self, folder: Path) -> None:
         import torch.distributed.checkpoint as dcp

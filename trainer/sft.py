@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -15,11 +13,11 @@ from trainer.adamw import AdamwImpl, make_adamw
 from trainer.backends.base import SamplingSettings
 from trainer.backends.hf import HFBackend
 from trainer.learner_dist import LogprobModel
+from trainer.lr_schedule import LrSchedule, lr_factor
 from trainer.precision import autocast
 
 Example = tuple[list[int], list[int]]
 """(prompt token ids, response token ids); the response usually ends with EOS."""
-LrSchedule = Literal["constant", "cosine"]
 WARMUP_SHARE = 0.05
 """`cosine` schedule: share of the steps spent warming the learning rate up linearly from lr / warm-up steps."""
 FINAL_LR_SHARE = 0.1
@@ -28,17 +26,12 @@ LOSS_CHUNK_TOKENS = 1024
 """Target positions projected to the vocabulary at a time (as the learner's `optim.logprob_chunk_tokens`)."""
 
 
-def lr_factor(schedule: LrSchedule, done: int, steps: int) -> float:
+def sft_lr_factor(schedule: LrSchedule, done: int, steps: int) -> float:
     """Learning-rate multiplier before step `done + 1` of `steps` under `schedule` (see `sft_train`)."""
-    if schedule == "constant":
-        return 1.0
-    if schedule != "cosine":
+    if schedule not in ("constant", "cosine"):
         raise ValueError(f"unknown SFT schedule {schedule!r}; known: constant, cosine")
-    warmup = max(1, round(WARMUP_SHARE * steps))
-    if done < warmup:
-        return (done + 1) / warmup
-    progress = (done - warmup) / max(1, steps - warmup)
-    return FINAL_LR_SHARE + (1.0 - FINAL_LR_SHARE) * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+    warmup = max(1, round(WARMUP_SHARE * steps)) if schedule == "cosine" else 0
+    return lr_factor(schedule, done, steps, warmup=warmup, final=FINAL_LR_SHARE)
 
 
 def _collate(
@@ -135,7 +128,7 @@ def sft_train(
     torch.manual_seed(seed)
     device = next(model.parameters()).device
     optimizer = make_adamw(model.parameters(), lr=lr, weight_decay=weight_decay, impl=adamw, device=device)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: lr_factor(schedule, done, steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: sft_lr_factor(schedule, done, steps))
     model.train()
     pending: list[list[Example]] = []
     losses: list[float] = []

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trainer.config import TrainerConfig
+from trainer.lr_schedule import LrSchedule
 from trainer.models.tiny import MANIFEST as TINY_MANIFEST
 from trainer.models.tiny import TinyModels, TinySpec, make_tiny_models
 from trainer.prompts import PromptRenderer
 from trainer.quickstart.plans import SMOLLM2_INSTALL, ModelPlan
 from trainer.rollout.expert import ExpertEpisode, collect_expert, expert_texts, sft_examples
-from trainer.sft import LrSchedule
 
 SFT_MARKER = "sft.json"
 MODELS_RECORD = "quickstart-models.json"

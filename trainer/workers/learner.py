@@ -79,6 +79,7 @@ class LearnerWorker:
             recompute_logp_old=recompute,
             pbr=pbr,
             cpu_bf16=bf16,
+            total_steps=config.steps,
         )
         if resume_from:
             self.learner.load(resume_from)

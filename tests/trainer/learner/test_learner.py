@@ -155,6 +155,41 @@ def test_checkpoint_resume_continues_the_step_count(tmp_path: Path, tiny_models:
         assert torch.allclose(a, b, atol=1e-6)
 
 
+def test_a_weight_average_is_the_checkpoints_model_and_a_resume_trains_on(
+    tmp_path: Path, tiny_models: TinyModels, batch: TokenBatch
+) -> None:
+    """`optim.ema_decay`: after each step ema = d x ema + (1 - d) x weights; the checkpoint's model folder is the
+    average, its state the trained weights; a resume continues exactly; without the option it is refused."""
+    optim = OptimConfig(lr=1e-2, ema_decay=0.5)
+    torch.manual_seed(0)
+    first = Learner(load_model(tiny_models.student), ObjectiveConfig(name="grpo"), optim)
+    start = {name: p.detach().clone() for name, p in first.model.named_parameters()}
+    first.step(batch)
+    after_one = {name: p.detach().clone() for name, p in first.model.named_parameters()}
+    first.step(batch)
+    assert first.ema is not None
+    for name, p in first.model.named_parameters():
+        expected = 0.5 * (0.5 * start[name] + 0.5 * after_one[name]) + 0.5 * p.detach()
+        torch.testing.assert_close(first.ema[name], expected)
+        assert not torch.equal(first.ema[name], p.detach())
+    trained = {name: p.detach().clone() for name, p in first.model.named_parameters()}
+    folder = first.save(tmp_path / "ckpt")
+    saved = dict(load_model(folder).named_parameters())
+    for name, p in first.model.named_parameters():
+        torch.testing.assert_close(saved[name].detach(), first.ema[name])
+        assert torch.equal(p.detach(), trained[name])  # saving left the trained weights in place
+    resumed = Learner(load_model(folder), ObjectiveConfig(name="grpo"), optim)
+    resumed.load(folder)
+    first.step(batch)
+    resumed.step(batch)
+    for (name, a), b in zip(first.model.named_parameters(), resumed.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+        torch.testing.assert_close(first.ema[name], resumed.ema[name], atol=1e-6, rtol=0)  # type: ignore[index]
+    plain = Learner(load_model(folder), ObjectiveConfig(name="grpo"), OptimConfig(lr=1e-2))
+    with pytest.raises(ValueError, match="weight average"):
+        plain.load(folder)
+
+
 def test_recomputed_logp_old_makes_the_first_ratio_one(tiny_models: TinyModels, batch: TokenBatch) -> None:
     # A rollout engine in bf16 records slightly different log-probs than the learner computes.
     engine = dataclasses.replace(batch, logp_old=batch.logp_old.bfloat16().float().clamp(max=0.0))
@@ -295,6 +330,18 @@ def test_the_learning_rate_warms_up_linearly(tiny_models: TinyModels, batch: Tok
     rates = [learner.step(batch)["actor/lr"] for _ in range(5)]
     assert rates == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3])
     assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+
+
+def test_the_cosine_schedule_falls_to_its_floor_at_the_last_step(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    torch.manual_seed(0)
+    optim = OptimConfig(lr=1e-3, warmup_steps=2, lr_schedule="cosine", min_lr_ratio=0.1)
+    learner = Learner(load_model(tiny_models.student), ObjectiveConfig(name="opd"), optim, total_steps=6)
+    rates = [learner.step(batch)["actor/lr"] for _ in range(6)]
+    # warm-up 2, then a half cosine over the 4 updates left: 1, (1 + cos(pi / 3)) / 2, (1 + cos(2 pi / 3)) / 2, 0
+    cosine = [1.0, 0.75, 0.25, 0.0]
+    assert rates == pytest.approx([5e-4, 1e-3, *(1e-4 + 9e-4 * c for c in cosine)])
+    with pytest.raises(ValueError, match="total steps"):
+        Learner(load_model(tiny_models.student), ObjectiveConfig(name="opd"), optim)
 
 
 def test_mini_batches_update_as_steps_on_each_part_would(tiny_models: TinyModels, batch: TokenBatch) -> None:

@@ -13,7 +13,7 @@ from transformers import PreTrainedTokenizerBase
 from trainer.backends import HFBackend
 from trainer.backends.base import SamplingSettings
 from trainer.models import make_tiny_model, train_tokenizer
-from trainer.sft import FINAL_LR_SHARE, _collate, evaluate_exact_match, lr_factor, response_loss, sft_train
+from trainer.sft import FINAL_LR_SHARE, _collate, evaluate_exact_match, response_loss, sft_lr_factor, sft_train
 
 RECEPTACLES = ["countertop", "fridge", "cabinet", "drawer", "shelf", "sinkbasin", "microwave", "desk", "sofa"]
 VERBS = ["go to", "open", "close", "examine"]
@@ -115,13 +115,13 @@ def test_sft_learns_held_out_pairs() -> None:
 
 
 def test_cosine_schedule_warms_up_then_decays_to_its_floor() -> None:
-    factors = [lr_factor("cosine", done, 100) for done in range(100)]
+    factors = [sft_lr_factor("cosine", done, 100) for done in range(100)]
     assert factors[:5] == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])  # 5 % warm-up
     assert all(a >= b for a, b in itertools.pairwise(factors[4:]))
     assert factors[-1] == pytest.approx(FINAL_LR_SHARE, abs=0.01)
-    assert lr_factor("constant", 50, 100) == 1.0
+    assert sft_lr_factor("constant", 50, 100) == 1.0
     with pytest.raises(ValueError, match="unknown SFT schedule"):
-        lr_factor("linear", 0, 10)  # type: ignore[arg-type]
+        sft_lr_factor("linear", 0, 10)  # type: ignore[arg-type]
 
 
 def test_sft_follows_the_cosine_schedule(tokenizer: PreTrainedTokenizerBase) -> None:
@@ -129,7 +129,9 @@ def test_sft_follows_the_cosine_schedule(tokenizer: PreTrainedTokenizerBase) -> 
     examples = [(tokenizer.encode("go to"), [*tokenizer.encode("<action>look</action>"), tokenizer.eos_token_id])]
     logged: list[dict[str, float]] = []
     sft_train(model, tokenizer, examples, steps=20, lr=1e-2, log_fn=logged.append, log_every=1, schedule="cosine")
-    assert [entry["lr"] for entry in logged] == pytest.approx([1e-2 * lr_factor("cosine", d, 20) for d in range(20)])
+    assert [entry["lr"] for entry in logged] == pytest.approx(
+        [1e-2 * sft_lr_factor("cosine", d, 20) for d in range(20)]
+    )
 
 
 @pytest.mark.usefixtures("one_thread")
