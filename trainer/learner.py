@@ -17,7 +17,8 @@ One `Learner.step(batch)`:
    a trajectory's turn rows fall into different micro-batches); the step's `actor/*` metrics are the last pass's,
    averaged over its mini-batches by supervised tokens;
 2b. with an objective's `kl_over: replies`, the turns drawn among listed replies add the exact KL of the student's
-   choice from the teacher's over each list (`trainer.objectives.listed`, docs/design/042); when every token
+   choice from the teacher's over each list (`trainer.objectives.listed`, docs/design/042), each turn's weighted as
+   the objective says (ATOD: its T-DUR weight, docs/design/046); when every token
    advantage is then 0 (OPD with every turn listed) the token pass is skipped: its gradient would be 0;
 3. grad-norm clip, AdamW step (`optim.adamw`: fused on the CPU, `trainer.adamw`). bf16 autocast on CUDA,
    and on the CPU with `cpu_bf16` (fp32 master weights and AdamW state either way; `trainer.precision`).
@@ -63,6 +64,8 @@ LISTED_KL = "opd/listed_kl"
 """Mean over the turns drawn among listed replies of KL(student's choice || teacher's), each before its update."""
 LISTED_AGREE = "opd/listed_agree"
 """Share of those turns where the student's most likely listed reply is the teacher's."""
+LISTED_TURN_WEIGHT = "opd/listed_turn_weight"
+"""Mean over those turns of each turn's own weight on its KL (ATOD's T-DUR w_k under `tdur: turn`; else 1)."""
 LISTED_WEIGHT = "opd/listed_weight"
 """The weight of that KL in the loss (1 for OPD, kappa(s) for ATOD)."""
 
@@ -211,6 +214,9 @@ class Learner:
         metrics.update(recompute_metrics)
         listed_weight = self.spec.listed_weight(self.hyperparameters, self.global_step)
         with_listed = listed_weight > 0 and batch.listed is not None and len(batch.listed) > 0
+        if with_listed and (turn_weights := self.spec.listed_turn_weights(batch, self.hyperparameters)) is not None:
+            assert batch.listed is not None
+            batch = dataclasses.replace(batch, listed=dataclasses.replace(batch.listed, weights=turn_weights.tolist()))
         # with the listed turns' KL, a batch whose every token advantage is 0 has no token gradient to take
         token_pass = not with_listed or bool(advantages.any()) or batch.constraints is not None
         minis = self._mini_batches(batch, advantages.detach())
@@ -278,13 +284,14 @@ class Learner:
 
     def _listed_kl_backward(self, listed: ListedTurns, weight: float) -> dict[str, float]:
         """Add `weight` x the mean over `listed` turns of the KL of the student's choice from the teacher's (reverse,
-        or forward with `reply_kl: forward`) to the gradients (reply-level OPD, docs/design/042 and 044), in chunks of
-        `optim.micro_batch_tokens`; its metrics (`opd/listed_kl` is the reverse KL whichever is trained)."""
+        or forward with `reply_kl: forward`), each turn's times its own weight (`ListedTurns.weights`, ATOD's T-DUR),
+        to the gradients (reply-level OPD, docs/design/042, 044 and 046), in chunks of `optim.micro_batch_tokens`; its
+        metrics (`opd/listed_kl` is the reverse KL whichever is trained, unweighted)."""
         if self.sharded:
             raise ObjectiveError(
                 "kl_over: replies trains on one learner rank (placement.learner_gpus <= 1)", reason="LISTED_SHARDED"
             )
-        kl_sum, agree = 0.0, 0
+        kl_sum, agree, turn_weight = 0.0, 0, 0.0
         direction = self.spec.reply_kl(self.hyperparameters)
         for part in listed.chunks(self.optim.micro_batch_tokens):
             with autocast(self.device, self.cpu_bf16):
@@ -292,11 +299,19 @@ class Learner:
             teacher = [torch.tensor(scores, device=self.device) for scores in listed.logp_teacher[part]]
             pairs = list(zip(student, teacher, strict=True))
             loss = torch.stack([listed_kl(s, t, direction) for s, t in pairs])
-            (weight * loss.sum() / len(listed)).backward()
+            turn_weights = listed.turn_weights(part, loss.device)
+            (weight * (turn_weights * loss).sum() / len(listed)).backward()
+            turn_weight += float(turn_weights.sum())
             kl = loss if direction == "reverse" else torch.stack([listed_kl(s.detach(), t) for s, t in pairs])
             kl_sum += float(kl.detach().sum())
             agree += sum(int(s.argmax() == t.argmax()) for s, t in zip(student, teacher, strict=True))
-        return {LISTED_KL: kl_sum / len(listed), LISTED_AGREE: agree / len(listed), LISTED_WEIGHT: weight}
+        count = len(listed)
+        return {
+            LISTED_KL: kl_sum / count,
+            LISTED_AGREE: agree / count,
+            LISTED_TURN_WEIGHT: turn_weight / count,
+            LISTED_WEIGHT: weight,
+        }
 
     @property
     def on_policy_ratio(self) -> bool:

@@ -68,15 +68,19 @@ class AtodConfig:
     adv_clamp: float = 10.0
     """OPD signal clamp (see OpdConfig)."""
     kl_over: KlOver = "tokens"
-    """Where the OPD term's KL is taken (see OpdConfig); under `replies` the listed turns' KL is weighted kappa(s)."""
+    """Where the OPD term's KL is taken (see OpdConfig); under `replies` each listed turn's KL is weighted kappa(s)
+    times its T-DUR weight (`atod_listed_turn_weights`)."""
     reply_kl: ReplyKl = "reverse"
     """Which KL over the listed replies (see OpdConfig)."""
 
     def __post_init__(self) -> None:
         GrpoConfig(epsilon=self.epsilon, advantage=self.advantage, gamma=self.gamma, omega=self.omega)
         OpdConfig(logp_floor=self.logp_floor, adv_clamp=self.adv_clamp, kl_over=self.kl_over, reply_kl=self.reply_kl)
-        if self.kl_over == "replies" and self.tdur != "none":
-            raise ObjectiveError("atod kl_over: replies weighs every listed turn alike: set tdur: none", reason=_REASON)
+        if self.kl_over == "replies" and self.tdur == "token":
+            raise ObjectiveError(
+                "atod kl_over: replies weighs each listed turn's KL by its turn's T-DUR weight: set tdur: turn or none",
+                reason=_REASON,
+            )
         if not 0 <= self.kappa_min <= self.kappa_init:
             raise ObjectiveError(
                 f"atod needs 0 <= kappa_min <= kappa_init, got kappa_min={self.kappa_min}, "
@@ -127,6 +131,22 @@ def atod_listed_coef(config: AtodConfig, step: int) -> float:
         coef_anneal_steps=config.coef_anneal_steps,
         anneal=config.anneal,
     )[0]
+
+
+def atod_listed_turn_weights(batch: TokenBatch, config: AtodConfig) -> torch.Tensor | None:
+    """T-DUR's w_k of each turn drawn among listed replies (in `batch.listed`'s order) under `kl_over: replies` and
+    `tdur: turn`: eq. 13-16 unchanged, d_k and h_k over the drawn reply's tokens and normalised within the trajectory
+    with its other turns (docs/design/046); None where every listed turn weighs 1."""
+    if config.kl_over != "replies" or config.tdur == "none" or batch.listed is None or not len(batch.listed):
+        return None
+    logp_teacher = require_teacher(batch, "atod")
+    w, _ = compute_tdur_weights(
+        batch.logp_old, logp_teacher, batch.turn_ids, batch.traj_ids, batch.loss_mask, tdur="turn", eps=config.tdur_eps
+    )
+    supervised = batch.turn_ids[batch.loss_mask]
+    per_turn = torch.zeros(int(supervised.max()) + 1, dtype=w.dtype, device=w.device)
+    per_turn = per_turn.scatter(0, supervised, w[batch.loss_mask])  # every token of a turn carries its turn's w_k
+    return per_turn[torch.tensor(batch.listed.turn_ids, device=w.device)]
 
 
 def atod_advantage(

@@ -34,6 +34,8 @@ class ListedTurns:
     """Each turn's listed replies, as token ids (the one drawn among them)."""
     logp_teacher: list[list[float]]
     """The teacher's total log-prob of each listed reply."""
+    weights: list[float] | None = None
+    """Each turn's weight on its KL (ATOD's T-DUR turn weight, `ObjectiveSpec.listed_turn_weights`); None: 1 each."""
 
     def __post_init__(self) -> None:
         count = len(self.turn_ids)
@@ -41,6 +43,8 @@ class ListedTurns:
             raise BatchError(
                 "ListedTurns: turn_ids, prompts, replies and logp_teacher differ in length", field="listed"
             )
+        if self.weights is not None and len(self.weights) != count:
+            raise BatchError(f"ListedTurns: {len(self.weights)} weights for {count} turns", field="listed")
         for replies, scores in zip(self.replies, self.logp_teacher, strict=True):
             if not replies or len(replies) != len(scores):
                 raise BatchError("ListedTurns: each turn needs one teacher score per listed reply", field="listed")
@@ -56,7 +60,14 @@ class ListedTurns:
             [self.prompts[i] for i in keep],
             [self.replies[i] for i in keep],
             [self.logp_teacher[i] for i in keep],
+            None if self.weights is None else [self.weights[i] for i in keep],
         )
+
+    def turn_weights(self, part: slice, device: torch.device) -> torch.Tensor:
+        """The weights of the turns `part` (fp32; 1 each without `weights`)."""
+        if self.weights is None:
+            return torch.ones(len(self.turn_ids[part]), device=device)
+        return torch.tensor(self.weights[part], dtype=torch.float32, device=device)
 
     def chunks(self, token_budget: int) -> Iterator[slice]:
         """Consecutive turns whose padded prompts and replies fit `token_budget` tokens (at least one turn each)."""

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from trainer.errors import ObjectiveError
-from trainer.objectives.atod import AtodConfig, atod_advantage, atod_listed_coef
+from trainer.objectives.atod import AtodConfig, atod_advantage, atod_listed_coef, atod_listed_turn_weights
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.grpo import GrpoConfig, grpo_advantage
 from trainer.objectives.listed import ReplyKl
@@ -51,6 +51,8 @@ class ObjectiveSpec:
     listed_coef: Callable[[Any, int], float] | None = None
     """`(config, step) -> weight` of the learner's KL over listed replies (`kl_over: replies`, docs/design/042);
     None: the objective has no such term."""
+    listed_turn_weighting: Callable[[TokenBatch, Any], torch.Tensor | None] | None = None
+    """`(batch, config) -> each listed turn's weight on its KL` (ATOD's T-DUR, docs/design/046), or None: 1 each."""
 
     def __post_init__(self) -> None:
         check_reduction(self.default_reduction)
@@ -82,6 +84,10 @@ class ObjectiveSpec:
     def listed_weight(self, config: Any, step: int) -> float:
         """The weight of the KL over listed replies at learner step `step` (0 without it)."""
         return self.listed_coef(config, step) if self.listed_coef is not None else 0.0
+
+    def listed_turn_weights(self, batch: TokenBatch, config: Any) -> torch.Tensor | None:
+        """Each of `batch.listed`'s turns' own weight on its KL, on top of `listed_weight` (None: 1 each)."""
+        return self.listed_turn_weighting(batch, config) if self.listed_turn_weighting is not None else None
 
 
 _REGISTRY: dict[str, ObjectiveSpec] = {}
@@ -157,6 +163,7 @@ for _spec in (
         needs_teacher=True,
         min_group_size=2,
         listed_coef=atod_listed_coef,
+        listed_turn_weighting=atod_listed_turn_weights,
     ),
     # BranchOPD's loss is OPD's (token-mean, no task reward); its branches and masks come from the rollout.
     ObjectiveSpec("branchopd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True, listed_coef=opd_listed_coef),

@@ -16,13 +16,14 @@ from trainer.backends.hf import HFBackend
 from trainer.batching import SyncGroups, attach_teacher_logprobs
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.errors import ObjectiveError
-from trainer.learner import LISTED_AGREE, LISTED_KL, Learner
+from trainer.learner import LISTED_AGREE, LISTED_KL, LISTED_TURN_WEIGHT, Learner
 from trainer.models.loading import load_model, load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.objectives.atod import atod_coefficients
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.listed import ReplyKl, listed_kl
 from trainer.objectives.registry import build_config, get_objective
+from trainer.objectives.tdur import compute_tdur_weights
 from trainer.prompts import encode_user_turn
 from trainer.rollout.types import Trajectory, Turn
 
@@ -69,8 +70,11 @@ def _learner(path: Path, objective: str, budget: int, **params: object) -> Learn
     )
 
 
-def _reference_kl(model: torch.nn.Module, listed: object, direction: ReplyKl = "reverse") -> torch.Tensor:
-    """Mean KL (`direction`) over the listed turns, each reply's log-prob from a plain forward of prompt + reply."""
+def _reference_kl(
+    model: torch.nn.Module, listed: object, direction: ReplyKl = "reverse", weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Mean KL (`direction`) over the listed turns, each times its weight (default 1), each reply's log-prob from a
+    plain forward of prompt + reply."""
     kls = []
     for prompt, replies, teacher in zip(listed.prompts, listed.replies, listed.logp_teacher, strict=True):  # type: ignore[attr-defined]
         totals = []
@@ -78,7 +82,8 @@ def _reference_kl(model: torch.nn.Module, listed: object, direction: ReplyKl = "
             logp = torch.log_softmax(model(input_ids=torch.tensor([prompt + reply])).logits[0, :-1].float(), dim=-1)
             totals.append(logp[len(prompt) - 1 :].gather(-1, torch.tensor(reply)[:, None]).sum())
         kls.append(listed_kl(torch.stack(totals), torch.tensor(teacher), direction))
-    return torch.stack(kls).mean()
+    stacked = torch.stack(kls)
+    return (stacked if weights is None else stacked * weights.to(stacked)).mean()
 
 
 def test_listed_turns_reach_the_batch_with_the_teachers_scores(batch: TokenBatch) -> None:
@@ -186,9 +191,41 @@ def test_atod_weighs_the_kl_by_kappa(batch: TokenBatch) -> None:
     assert get_objective("grpo").listed_weight(build_config("grpo", {}), 0) == 0.0
 
 
+def test_atod_weighs_each_listed_turns_kl_by_its_tdur_weight(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    """Under `tdur: turn` (the paper's) each listed turn's KL is weighted by the T-DUR w_k that eq. 13-16 give its
+    drawn reply's tokens (the same weights the token term uses); the learner's gradient is that weighted mean, and
+    its step logs their mean as `opd/listed_turn_weight`."""
+    assert batch.listed is not None and batch.logp_teacher is not None
+    spec = get_objective("atod")
+    weights = spec.listed_turn_weights(batch, build_config("atod", {"kl_over": "replies"}))
+    assert weights is not None and len(weights) == len(batch.listed)
+    w, _ = compute_tdur_weights(batch.logp_old, batch.logp_teacher, batch.turn_ids, batch.traj_ids, batch.loss_mask)
+    for weight, turn in zip(weights.tolist(), batch.listed.turn_ids, strict=True):
+        on_turn = w[(batch.turn_ids == turn) & batch.loss_mask]
+        assert on_turn.numel() > 0 and on_turn.tolist() == pytest.approx([weight] * on_turn.numel())
+    assert 0.0 <= float(weights.min()) < float(weights.max()) <= 1.0
+    assert spec.listed_turn_weights(batch, build_config("atod", {"kl_over": "replies", "tdur": "none"})) is None
+    assert get_objective("opd").listed_turn_weights(batch, build_config("opd", {"kl_over": "replies"})) is None
+
+    learner = _learner(tiny_models.student, "atod", budget=64)
+    weighted = dataclasses.replace(batch.listed, weights=weights.tolist())
+    metrics = learner._listed_kl_backward(weighted, weight=0.7)
+    got = [p.grad.clone() for p in learner.model.parameters()]
+    learner.model.zero_grad(set_to_none=True)
+    (0.7 * _reference_kl(learner.model, batch.listed, weights=weights)).backward()
+    for a, p in zip(got, learner.model.parameters(), strict=True):
+        torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-3)
+    assert metrics[LISTED_TURN_WEIGHT] == pytest.approx(float(weights.mean()))
+
+    stepped = learner.step(batch)
+    assert stepped[LISTED_TURN_WEIGHT] == pytest.approx(float(weights.mean()), rel=1e-5)
+    plain = _learner(tiny_models.student, "atod", budget=4096, tdur="none").step(batch)
+    assert plain[LISTED_TURN_WEIGHT] == 1.0
+
+
 def test_where_it_cannot_run_it_is_refused(alfworld_config: object) -> None:
-    with pytest.raises(ObjectiveError, match="tdur: none"):
-        build_config("atod", {"kl_over": "replies"})
+    with pytest.raises(ObjectiveError, match="set tdur: turn or none"):
+        build_config("atod", {"kl_over": "replies", "tdur": "token"})
     with pytest.raises(ObjectiveError, match="kl_over must be one of"):
         build_config("opd", {"kl_over": "reply"})
     with pytest.raises(ObjectiveError, match="reply_kl: forward needs kl_over: replies"):
