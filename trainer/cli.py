@@ -121,7 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--models",
         help="folder of the SFT teacher and warm student: reused when present (e.g. made by `trainer quickstart`), "
-        "else made there (default: the config's `models`; runs/models, the quickstart's, for ALFWorld)",
+        "else made there (default: the config's `models`; runs/models, the quickstart's, for ALFWorld); a ladder "
+        "comparison (`ladder:`) reads its ladder's models here when `trainer make-models --ladder` made them there, "
+        "else the shipped ones",
     )
     p.add_argument("--arms", help="comma-separated subset of the arms (default: all)")
     p.add_argument(

@@ -203,10 +203,16 @@ def ladder_models(plan: ModelPlan, models_dir: Path, origin: Origin = "reused") 
     return QuickstartModels(folders["student"], folders["teacher"], {}, origin=origin)
 
 
+def ready_ladder_models(plan: ModelPlan, models_root: Path) -> QuickstartModels | None:
+    """A ladder plan's models: in `models_root` when made there (`trainer make-models --ladder`), else the shipped
+    ones; None."""
+    return ladder_models(plan, models_root) or ladder_models(plan, SHIPPED / plan.folder, origin="shipped")
+
+
 def ready_models(plan: ModelPlan, config: TrainerConfig, models_root: Path) -> QuickstartModels | None:
     """The plan's models already made: in `models_root` by an earlier run, else shipped with the project; None."""
     if plan.ladder:
-        return ladder_models(plan, models_root) or ladder_models(plan, SHIPPED / plan.folder, origin="shipped")
+        return ready_ladder_models(plan, models_root)
     return reusable_models(plan, config, models_root) or shipped_models(plan, config)
 
 

@@ -176,6 +176,20 @@ def _sft_line(name: str, info: dict[str, Any]) -> str:
     )
 
 
+def _models_line(models: dict[str, Any]) -> str:
+    """Where the starting models came from: the SFT runs that made them, or their model ladder."""
+    if "ladder" in models:
+        spec = models["record"]["spec"]
+        shapes = "; ".join(f"{role} {spec[role]['hidden']} x {spec[role]['layers']}" for role in ("teacher", "student"))
+        return (
+            f"Models: the {models['ladder']} model ladder's (`trainer make-models --ladder {models['ladder']}`, "
+            f"from {models['folder']}): {shapes} (hidden x layers)."
+        )
+    made = "reused from the models folder" if models["reused"] else "made by this run"
+    teacher, student = _sft_line("teacher", models["teacher-sft"]), _sft_line("student", models["student-warm"])
+    return f"Models ({made}): {teacher}; {student}."
+
+
 def write_report(spec: CompareSpec, measured: Measured, out: Path, size: str) -> Path:
     """`out/report.md` with the table, the curve summaries, the paper claims checked, the learning-rate search,
     the two plots and the paper's numbers."""
@@ -201,21 +215,19 @@ def write_report(spec: CompareSpec, measured: Measured, out: Path, size: str) ->
     s, t = baselines.student, baselines.teacher
     gap = "clearly above" if t.success_rate >= s.success_rate + 0.1 else "NOT clearly above (comparison is weak)"
     links = ", ".join(f"[{name}](runs/{name}/seed0/episodes/step_{spec.steps:06d}.html)" for name in arms)
-    models = baselines.models
-    made = "reused from the models folder" if models["reused"] else "made by this run"
     load = ", ".join(f"{x:.1f}" for x in machine["load_start"])
     minutes = machine["wall_s"] / 60
     load_end = ", ".join(f"{x:.1f}" for x in machine["load_end"])
     text = f"""# Comparison `{spec.name}` ({size})
 
-Every arm: the same warm-started student and SFT teacher (tiny models, `{spec.base}`), environment
+Every arm: the same starting student and teacher (tiny models, `{spec.base}`), environment
 **{spec.env}** on one local server, the same training tasks, {spec.seeds} seeds (0..{spec.seeds - 1}: task order and
 sampling), {spec.steps} learner steps and {_lr_sentence(spec, measured)}.
 Rollout budget: {spec.budget}
 Held-out: one episode on each of the first {spec.eval_tasks} tasks of the eval split every {spec.eval_every} steps,
 temperature 0.4, fixed seeds.
 
-Models ({made}): {_sft_line("teacher", models["teacher-sft"])}; {_sft_line("student", models["student-warm"])}.
+{_models_line(baselines.models)}
 Starting points (seed 0): **teacher {t.success_rate:.2f}** held-out success ({t.mean_turns:.1f} turns),
 **student {s.success_rate:.2f}** ({s.mean_turns:.1f} turns): the teacher is {gap} the student.
 

@@ -19,7 +19,10 @@ from trainer.eval import EvalResult, evaluate
 from trainer.experiments.compare.lr_search import SEARCH_RECORD, SearchResult, search_result
 from trainer.experiments.compare.spec import Arm, CompareSpec
 from trainer.metrics import read_metrics
+from trainer.models.ladder import RECORD as LADDER_RECORD
 from trainer.quickstart.models import SFT_MARKER, expert_episodes, make_models, sft_from_expert
+from trainer.quickstart.plans import LADDER
+from trainer.quickstart.run import ready_ladder_models
 from trainer.rollout.local_server import LocalServer
 from trainer.workers.learner import latest_checkpoint
 
@@ -75,18 +78,35 @@ def arm_config(
         overrides = spec.search_overrides(arm, seed, lr)
     else:
         folder, overrides = out / "runs" / arm.name / f"seed{seed}", spec.arm_overrides(arm, seed, lr)
+    folders = model_folders(spec, models)
     config = load_config(
         spec.base,
         [
             f"env.name={spec.env}",
             f"env.targets=[{target}]",
             f"output_dir={folder}",
-            f"models.student={models / STUDENT}",
-            f"models.teacher={models / TEACHER}",
+            f"models.student={folders['student']}",
+            f"models.teacher={folders['teacher']}",
             *overrides,
         ],
     )
     return config
+
+
+def model_folders(spec: CompareSpec, models: Path) -> dict[str, Path]:
+    """The student's and the teacher's folders: the warm student and SFT teacher in `models`, or with `spec.ladder`
+    that ladder's models (in `models` when made there, else the shipped ones)."""
+    if not spec.ladder:
+        return {"student": models / STUDENT, "teacher": models / TEACHER}
+    if spec.ladder not in LADDER:
+        raise ConfigError(f"no model ladder {spec.ladder!r}; ladders: {', '.join(LADDER)}")
+    ready = ready_ladder_models(LADDER[spec.ladder], models)
+    if ready is None:
+        raise ConfigError(
+            f"the {spec.ladder} ladder's models are neither in {models} nor shipped: make them with "
+            f"trainer make-models --ladder {spec.ladder} --out {models}"
+        )
+    return {"student": ready.student, "teacher": ready.teacher}
 
 
 @contextmanager
@@ -102,7 +122,13 @@ def folder_lock(folder: Path) -> Iterator[None]:
 def prepare_models(spec: CompareSpec, base: TrainerConfig, target: str, models: Path) -> dict[str, Any]:
     """Reuse the SFT teacher and warm student already in `models` (made by `trainer quickstart` or an earlier
     compare, whatever their SFT sizes), else make them with the quickstart's functions at the spec's sizes
-    (under `folder_lock`: a comparison started beside this one waits for them)."""
+    (under `folder_lock`: a comparison started beside this one waits for them); a ladder's are only found. Returns
+    what made them (`sft.json` of each, or the ladder's record) and whether they were reused."""
+    if spec.ladder:
+        folder = model_folders(spec, models)["student"].parent
+        print(f"compare: the {spec.ladder} ladder's models in {folder}")
+        record = json.loads((folder / LADDER_RECORD).read_text())
+        return {"ladder": spec.ladder, "folder": str(folder), "record": record, "reused": True}
     markers = {name: models / name / SFT_MARKER for name in (TEACHER, STUDENT)}
     with folder_lock(models):
         reused = all(m.is_file() for m in markers.values())
@@ -157,7 +183,7 @@ def read_curve(arm: Arm, seed: int, output_dir: Path, start: EvalResult, wall_s:
 
 
 def shared_baselines(
-    held_out: TrainerConfig, info: dict[str, Any], target: str, models: Path, out: Path, name: str = BASELINES
+    held_out: TrainerConfig, info: dict[str, Any], target: str, out: Path, name: str = BASELINES
 ) -> Baselines:
     """Seed-0 held-out evaluation of the warm student and the teacher, recorded in `out/name` and reused while the
     models and the evaluation settings are the same (under `folder_lock`: made once for comparisons running side
@@ -168,10 +194,16 @@ def shared_baselines(
     with folder_lock(out):
         if path.is_file() and (record := json.loads(path.read_text()))["key"] == key:
             return Baselines(EvalResult(**record["student"]), EvalResult(**record["teacher"]), info)
-        pages = {STUDENT: out / "episodes-student.html", TEACHER: out / "episodes-teacher.html"}
-        html = pages if name == BASELINES else {}
+        assert held_out.models.teacher is not None, "every comparison has a teacher"
+        folders = {"student": held_out.models.student, "teacher": held_out.models.teacher}
         student, teacher = (
-            evaluate(held_out, str(models / who), targets=[target], html=html.get(who)) for who in (STUDENT, TEACHER)
+            evaluate(
+                held_out,
+                folders[role],
+                targets=[target],
+                html=out / f"episodes-{role}.html" if name == BASELINES else None,
+            )
+            for role in ("student", "teacher")
         )
         record = {"key": key, "student": asdict(student), "teacher": asdict(teacher)}
         path.write_text(json.dumps(record, indent=2) + "\n")
@@ -264,7 +296,7 @@ def search_learning_rates(
     if not spec.lr_values:
         return [], None
     first = arm_config(spec, spec.arms[0], 0, out, models, target, spec.lr_values[0], search=True)
-    baselines = shared_baselines(first, info, target, models, out, SEARCH_BASELINES)
+    baselines = shared_baselines(first, info, target, out, SEARCH_BASELINES)
     starts = {0: baselines.student}
     results, runs = [], []
     for arm in spec.arms:
@@ -276,7 +308,7 @@ def search_learning_rates(
                 if finished is None and report_only:
                     continue
                 if finished is None and seed not in starts:
-                    starts[seed] = evaluate(first, str(models / STUDENT), targets=[target], seed=seed)
+                    starts[seed] = evaluate(first, first.models.student, targets=[target], seed=seed)
                 run = finished or run_arm(config, arm, seed, starts[seed])
                 runs_by_lr.setdefault(lr, []).append(run)
                 runs.append({"lr": lr, **asdict(run)})
@@ -306,7 +338,7 @@ def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, 
         base = arm_config(spec, spec.arms[0], 0, out, models, server.address)
         info = prepare_models(spec, base, server.address, models)
         held_out = base.model_copy(update={"eval": base.eval.model_copy(update={"num_tasks": spec.eval_tasks})})
-        baselines = shared_baselines(held_out, info, server.address, models, out)
+        baselines = shared_baselines(held_out, info, server.address, out)
         search, search_baselines = search_learning_rates(spec, out, models, server.address, info, report_only)
         chosen = {result.arm: result.chosen for result in search}
         starts = {0: baselines.student}  # the student's start under each seed's eval seed, evaluated when needed
@@ -319,7 +351,7 @@ def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, 
                 if finished is None and report_only:
                     continue
                 if finished is None and seed not in starts:
-                    starts[seed] = evaluate(held_out, str(models / STUDENT), targets=[server.address], seed=seed)
+                    starts[seed] = evaluate(held_out, held_out.models.student, targets=[server.address], seed=seed)
                 runs.append(finished or run_arm(config, arm, seed, starts[seed]))
                 print(f"compare: {arm.name} seed {seed}: held-out success {runs[-1].success[-1]:.2f}")
     machine = {

@@ -52,9 +52,14 @@ class CompareSpec:
     """The learning rate of every arm when there is no search (`lr_values` empty)."""
     budget: str
     """Which rollout budget the arms match, in words (written into the report)."""
-    expert_tasks: int
-    teacher_sft_steps: int
-    student_sft_steps: int
+    expert_tasks: int = 0
+    teacher_sft_steps: int = 0
+    student_sft_steps: int = 0
+    """Without `ladder`: the expert episodes and SFT steps that make the teacher and the warm student when the models
+    folder lacks them."""
+    ladder: str = ""
+    """A model ladder's student and teacher (`trainer make-models --ladder <ladder>`, docs/design/023): those in the
+    models folder when made there, else the shipped ones; nothing is made. "": the SFT teacher and warm student."""
     models: str = "runs/models"
     """Default folder of the SFT teacher and warm student (`--models` overrides): the quickstart's for ALFWorld,
     one per environment otherwise (their tokenizers are trained on that environment's text)."""
@@ -103,6 +108,17 @@ class CompareSpec:
         """This spec, after checking what every run relies on."""
         if len({a.name for a in self.arms}) != len(self.arms):
             raise ConfigError(f"{where}: arm names must be unique")
+        making = (self.expert_tasks, self.teacher_sft_steps, self.student_sft_steps)
+        if self.ladder and any(making):
+            raise ConfigError(
+                f"{where}: the {self.ladder} ladder's models are made by trainer make-models --ladder: "
+                "drop expert_tasks, teacher_sft_steps and student_sft_steps"
+            )
+        if not self.ladder and not all(making):
+            raise ConfigError(
+                f"{where}: expert_tasks, teacher_sft_steps and student_sft_steps (the models made when "
+                "missing) are needed without `ladder`"
+            )
         if self.steps % self.eval_every:
             raise ConfigError(f"{where}: steps ({self.steps}) must be a multiple of eval_every ({self.eval_every})")
         if self.lr_values:

@@ -124,3 +124,26 @@ def test_quick_webshop_comparison(tmp_path: Path) -> None:
     assert run["steps"] == [0, 2] and run["student_tokens"][-1] > 0 and run["teacher_tokens"] > 0
     report = (out / "report.md").read_text()
     assert "**webshop**" in report and "85.16" in report and "| opd | 1 |" in report
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_quick_ladder_comparison_trains_atod_with_tdur_on_the_listed_turns(tmp_path: Path) -> None:
+    """atod-ladder (docs/design/046) on the shipped ladder models, nothing made: ATOD's listed turns carry T-DUR
+    weights (their mean below 1), the report names the ladder."""
+    pytest.importorskip("alfworld")
+    out = tmp_path / "compare"
+    short = tmp_path / "atod-ladder-short.yaml"  # atod-ladder; 6-turn episodes, no search (CI time)
+    common = [*load_spec("atod-ladder").common, "env.max_turns=6"]
+    short.write_text(f"extends: atod-ladder\nlr_values: []\ncommon: {json.dumps(common)}\n")
+    argv = ["compare", "--config", str(short), "--quick", "--out", str(out), "--models", str(tmp_path / "none")]
+    assert main([*argv, "--arms", "atod", "--size", "steps=2", "--size", "eval_every=2"]) == 0
+    [run] = json.loads((out / "runs.json").read_text())["runs"]
+    assert run["steps"] == [0, 2] and run["teacher_tokens"] > 0
+    metrics = [
+        json.loads(line) for line in (out / "runs" / "atod" / "seed0" / "metrics.jsonl").read_text().splitlines()
+    ]
+    weights = [m["opd/listed_turn_weight"] for m in metrics if "opd/listed_turn_weight" in m]
+    assert len(weights) == 2 and all(0 < w < 1 for w in weights)
+    report = (out / "report.md").read_text()
+    assert "the alfworld model ladder's" in report and "teacher 128 x 2; student 64 x 2" in report

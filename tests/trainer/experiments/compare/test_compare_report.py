@@ -109,7 +109,7 @@ def test_comparisons_side_by_side_wait_for_the_shared_baselines_and_reuse_them(t
     teacher = EvalResult("t", "valid_seen", 32, 0.5, 11.0, 0.0, 1.0)
     got: list[Baselines] = []
     with folder_lock(tmp_path):  # another comparison is making them
-        waiting = threading.Thread(target=lambda: got.append(shared_baselines(held_out, info, "x", tmp_path, tmp_path)))
+        waiting = threading.Thread(target=lambda: got.append(shared_baselines(held_out, info, "x", tmp_path)))
         waiting.start()
         waiting.join(timeout=1.0)
         assert waiting.is_alive() and not got  # it waits (evaluating here would fail: no server at 127.0.0.1:1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,8 +11,10 @@ import pytest
 from trainer.branching.plugin import fork_config
 from trainer.config import ConfigError
 from trainer.experiments.compare import load_spec
-from trainer.experiments.compare.run import arm_config
-from trainer.objectives.registry import get_objective
+from trainer.experiments.compare.run import arm_config, model_folders
+from trainer.objectives.registry import build_config, get_objective
+from trainer.quickstart.models import SHIPPED
+from trainer.quickstart.plans import LADDER
 
 ATOD_ABLATIONS = {"atod-ablation": "alfworld", "atod-ablation-webshop": "webshop", "atod-ablation-searchqa": "searchqa"}
 
@@ -78,6 +82,44 @@ def test_environment_variants_extend_the_alfworld_comparison() -> None:
         assert variant.models != alfworld.models and variant.paper != alfworld.paper
     held_out = arm_config(searchqa, searchqa.arms[0], 0, Path("out"), Path("m"), "127.0.0.1:1")
     assert held_out.env.eval_split == "test" and held_out.env.max_turns == 4 and held_out.prompt.style == "atod"
+
+
+def test_the_ladder_comparison_starts_every_arm_from_the_ladders_models(tmp_path: Path) -> None:
+    """atod-ladder (docs/design/046): every arm from the ALFWorld ladder's models (shipped, or made in the models
+    folder), replies drawn among the listed actions, one budget, OPD's and ATOD's distillation the same forward KL
+    over the listed replies, ATOD with the paper's T-DUR; a ladder comparison makes no models."""
+    spec = load_spec("atod-ladder")
+    shipped = SHIPPED / LADDER["alfworld"].folder
+    configs = {a.name: arm_config(spec, a, 2, Path("out"), tmp_path / "empty", "127.0.0.1:1") for a in spec.arms}
+    assert list(configs) == ["grpo", "opd", "atod", "atod-tdur-none", "atod-anneal-off"]
+    for name, config in configs.items():
+        assert config.models.student == str(shipped / "student") and config.models.teacher == str(shipped / "teacher")
+        assert config.rollout.group_size * config.rollout.tasks_per_step == 16, name
+        assert config.rollout.action_match == "choice" and config.optim.ema_decay == 0 and config.seed == 2
+        build_config(config.objective.name, config.objective.params)  # a valid objective config
+    distillation = {"kl_over": "replies", "reply_kl": "forward"}
+    assert configs["opd"].objective.params == distillation and configs["grpo"].objective.params == {}
+    atod = build_config("atod", configs["atod"].objective.params)
+    assert (atod.kl_over, atod.reply_kl, atod.tdur, atod.anneal, atod.coef_anneal_steps) == (
+        "replies",
+        "forward",
+        "turn",
+        True,
+        150,
+    )
+    assert build_config("atod", configs["atod-tdur-none"].objective.params).tdur == "none"
+    assert build_config("atod", configs["atod-anneal-off"].objective.params).anneal is False
+    assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= set(configs)
+
+    made = tmp_path / "made"  # `trainer make-models --ladder alfworld --out made` leaves the same folders
+    shutil.copytree(shipped, made)
+    assert model_folders(spec, made) == {"student": made / "student", "teacher": made / "teacher"}
+    with pytest.raises(ConfigError, match="drop expert_tasks"):
+        replace(spec, expert_tasks=10).checked("x")
+    with pytest.raises(ConfigError, match="needed without `ladder`"):
+        replace(spec, ladder="").checked("x")
+    with pytest.raises(ConfigError, match="no model ladder 'nope'"):
+        model_folders(replace(spec, ladder="nope"), made)
 
 
 def test_extends_replaces_whole_keys_and_refuses_loops(tmp_path: Path) -> None:
