@@ -92,6 +92,12 @@ def _sft_lines(models: QuickstartModels, plan: ModelPlan) -> str:
     return "\n".join(lines)
 
 
+def _averaged(config: TrainerConfig) -> str:
+    """How the trained student's weights were read: the moving average of the steps' weights when there is one."""
+    decay = config.optim.ema_decay
+    return f" (the weights' moving average, decay {decay:g})" if decay else ""
+
+
 def write_report(out: Path, run: QuickstartRun) -> Path:
     """Write `<out>/report.md` and return its path."""
     config, plan = run.config, run.plan
@@ -103,7 +109,7 @@ def write_report(out: Path, run: QuickstartRun) -> Path:
         + f"{r.mean_turns:.1f} | {r.invalid_turn_ratio:.2f} |"
         for name, r in (
             ("student before training", run.before),
-            (f"student after {run.steps} {config.objective.name} steps", run.after),
+            (f"student after {run.steps} {config.objective.name} steps{_averaged(config)}", run.after),
             ("teacher", run.teacher),
         )
     )

@@ -55,11 +55,18 @@ def test_quickstart_makes_then_reuses_its_models(tmp_path: Path, capsys: pytest.
 def test_quickstart_copies_the_shipped_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("alfworld")
     models = tmp_path / "models"
-    sizes = ["steps=1", "eval.num_tasks=2", "rollout.tasks_per_step=2"]  # env.max_turns is part of the models' key
+    sizes = [
+        "steps=1",
+        "eval.num_tasks=2",
+        "rollout.tasks_per_step=2",
+        "optim.ema_decay=0.5",
+    ]  # env.max_turns: in the key
     report = quickstart(tmp_path / "out", models, plan=PLANS["tiny"], overrides=sizes, env="alfworld")
     printed = capsys.readouterr().out
     assert "[2/7] models shipped with the project for this plan, copied from" in printed
-    assert "expert episodes" not in printed and "Models shipped with the project" in report.read_text()
+    text = report.read_text()
+    assert "expert episodes" not in printed and "Models shipped with the project" in text
+    assert "| student after 1 atod steps (the weights' moving average, decay 0.5) |" in text
     shipped = json.loads((SHIPPED / "tiny" / MODELS_RECORD).read_text())
     assert json.loads((models / MODELS_RECORD).read_text()) == shipped
     assert file_hashes(models, [STUDENT, TEACHER]) == shipped["files"]
