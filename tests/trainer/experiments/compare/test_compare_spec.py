@@ -122,6 +122,25 @@ def test_the_ladder_comparison_starts_every_arm_from_the_ladders_models(tmp_path
         model_folders(replace(spec, ladder="nope"), made)
 
 
+def test_the_divopd_ladder_comparison_differs_by_the_reader_alone() -> None:
+    spec = load_spec("divopd-ladder")
+    configs = {a.name: arm_config(spec, a, 0, Path("out"), Path("none"), "127.0.0.1:1") for a in spec.arms}
+    readers = {name: config.divopd.reader for name, config in configs.items()}
+    assert readers == {
+        "opd-async": "vanilla",
+        "divopd-base": "divopd-base",
+        "divopd-focus": "divopd-focus",
+        "divopd-focus-takeover": "divopd-focus",
+    }
+    for config in configs.values():
+        assert config.divopd.enabled and config.divopd.schedule == "lockstep" and config.divopd.batch_rows == 64
+        assert (config.optim.epochs, config.optim.mini_batches, config.rollout.action_match) == (1, 1, "choice")
+        assert config.objective.params == {"kl_over": "replies", "reply_kl": "forward"}
+    assert configs["divopd-focus-takeover"].rollout.strategy == "recovery"
+    assert {configs[name].rollout.strategy for name in readers if name != "divopd-focus-takeover"} == {"group"}
+    assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= set(configs)
+
+
 def test_extends_replaces_whole_keys_and_refuses_loops(tmp_path: Path) -> None:
     child = tmp_path / "child.yaml"
     child.write_text("extends: atod-ablation\nsteps: 12\neval_every: 6\n")
