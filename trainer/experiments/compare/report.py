@@ -11,6 +11,8 @@ from trainer import curves
 from trainer.experiments.compare.lr_search import search_table
 from trainer.experiments.compare.run import ArmRun, Measured
 from trainer.experiments.compare.spec import CompareSpec
+from trainer.metrics import JSONL, read_metrics
+from trainer.run_summary import COSTS, speedups, summarize
 
 HEADER = (
     "| arm | seeds | held-out success (mean ± sd over seeds) | mean turns | student tokens generated "
@@ -129,6 +131,46 @@ def curve_table(spec: CompareSpec, runs: Sequence[ArmRun]) -> str:
     return "\n".join(lines)
 
 
+def cost_table(spec: CompareSpec, runs: Sequence[ArmRun], out: Path) -> str:
+    """DivOPD Table 1's costs to `spec.target` from each run's metrics (`trainer.run_summary`): per arm the seeds
+    that reached it and, over those, the mean updates, trained tokens and learner seconds to it; against
+    `spec.baseline_arm` the geometric mean over the seeds both reached it of C_baseline / C_arm ("" without a
+    target)."""
+    if spec.target is None:
+        return ""
+    costs = {
+        (r.arm, r.seed): summarize(read_metrics(out / "runs" / r.arm / f"seed{r.seed}" / JSONL), spec.target)
+        for r in runs
+    }
+    tau = f"{spec.target:g}"
+    head = f"| arm | seeds reaching {tau} | updates to {tau} | trained tokens to {tau} | learner s to {tau} |"
+    if spec.baseline_arm:
+        head += f" trained-token speed-up vs {spec.baseline_arm} | learner-time speed-up |"
+    lines = [head, "|---" * head.count(" |") + "|"]
+    for arm in (a.name for a in spec.arms):
+        seeds = sorted(seed for name, seed in costs if name == arm)
+        if not seeds:
+            continue
+        reached = [costs[arm, seed] for seed in seeds if costs[arm, seed]["trained_tokens_to_target"] is not None]
+        cells = [
+            "-" if not reached else f"{statistics.fmean(c[f'{name}_to_target'] for c in reached):,.0f}"
+            for name in COSTS
+        ]
+        row = f"| {arm} | {len(reached)} of {len(seeds)} | " + " | ".join(cells) + " |"
+        if spec.baseline_arm:
+            ups = [
+                speedups(costs[arm, s], costs[spec.baseline_arm, s]) for s in seeds if (spec.baseline_arm, s) in costs
+            ]
+            for name in ("trained_tokens", "learner_s"):
+                ratios = [ratio for u in ups if (ratio := u[f"{name}_speedup"]) is not None]
+                row += " - |" if not ratios else f" {statistics.geometric_mean(ratios):.2f}x ({len(ratios)} seeds) |"
+        lines.append(row)
+    return (
+        f"Cost to a held-out success of {tau} (DivOPD Table 1; costs at the first evaluation reaching it, mean over "
+        "the seeds that did; speed-ups C_baseline / C_arm per seed, their geometric mean):\n\n" + "\n".join(lines)
+    )
+
+
 def _lr_sentence(spec: CompareSpec, measured: Measured) -> str:
     if not spec.lr_values:
         return (
@@ -241,6 +283,8 @@ Curve summaries (DivOPD Table 1/2/7's measures, mean ± sd over seeds; "flattens
 mean over it and the two evaluations before reaches the seed-mean curve's Final-5 minus one held-out task):
 
 {curve_table(spec, runs)}
+
+{cost_table(spec, runs, out)}
 
 Paper claims at this scale (mean ± sd over seeds; "holds" only where the gap exceeds both the combined seed sd
 ("spread") and one held-out task (1/{spec.eval_tasks})):

@@ -79,6 +79,11 @@ class CompareSpec:
     choice off the tasks the report measures."""
     search_tasks: int | None = None
     """Held-out tasks of one search evaluation (None: eval_tasks)."""
+    target: float | None = None
+    """Held-out success tau of the cost-to-target table (DivOPD Table 1: updates, trained tokens and learner seconds
+    to first reach it); None: no such table."""
+    baseline_arm: str = ""
+    """The arm the speed-ups to `target` are measured against (DivOPD: vanilla asynchronous OPD); "": none."""
     resumable: bool = False
     """Checkpoint every `eval_every` steps and continue a stopped arm x seed from its newest checkpoint (long
     comparisons); otherwise a stopped run starts again."""
@@ -108,6 +113,10 @@ class CompareSpec:
         """This spec, after checking what every run relies on."""
         if len({a.name for a in self.arms}) != len(self.arms):
             raise ConfigError(f"{where}: arm names must be unique")
+        if self.baseline_arm and (self.target is None or self.baseline_arm not in {a.name for a in self.arms}):
+            raise ConfigError(
+                f"{where}: baseline_arm {self.baseline_arm!r} needs a `target` and must be one of the arms"
+            )
         making = (self.expert_tasks, self.teacher_sft_steps, self.student_sft_steps)
         if self.ladder and any(making):
             raise ConfigError(

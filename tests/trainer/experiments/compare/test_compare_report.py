@@ -13,6 +13,9 @@ FINAL = {"atod": (0.50, 0.60), "grpo": (0.10, 0.20), "opd": (0.40, 0.60), "divop
 """Final held-out success per arm for seeds 0 and 1."""
 
 
+LADDER_SPEC = {"teacher": {"hidden": 128, "layers": 2}, "student": {"hidden": 64, "layers": 2}}
+
+
 def run(arm: str, seed: int) -> ArmRun:
     final = FINAL[arm][seed]
     teacher = None if arm == "divopd" else 0.0 if arm == "grpo" else 1234.0
@@ -120,3 +123,50 @@ def test_comparisons_side_by_side_wait_for_the_shared_baselines_and_reuse_them(t
     waiting.join(timeout=30.0)
     (reused,) = got  # the other's record, nothing evaluated
     assert (reused.student.policy, reused.teacher.success_rate, reused.models) == ("s", 0.5, info)
+
+
+def test_report_gives_the_cost_to_target_and_the_speedups(tmp_path: Path) -> None:
+    """DivOPD Table 1's measures from each run's metrics: the seeds reaching the target, the mean costs to it over
+    those, and the geometric mean of the per-seed speed-ups over the baseline arm."""
+    import json
+    from dataclasses import replace
+
+    import pytest
+
+    from trainer.config import ConfigError
+
+    sized = load_spec("divopd-ladder").sized(False, {"steps": 4, "eval_every": 2, "seeds": 2})
+    spec = replace(sized, target=0.5, baseline_arm="opd-async").checked("test")
+    curves = {  # (arm, seed): success at steps 2 and 4, learner seconds a step
+        ("opd-async", 0): ([0.3, 0.5], 2.0),
+        ("opd-async", 1): ([0.3, 0.5], 2.0),
+        ("divopd-focus", 0): ([0.5, 0.6], 1.0),
+        ("divopd-focus", 1): ([0.2, 0.4], 1.0),
+        ("divopd-base", 0): ([0.1, 0.2], 1.0),
+        ("divopd-base", 1): ([0.1, 0.2], 1.0),
+    }
+    runs = []
+    for (arm, seed), (success, seconds) in curves.items():
+        folder = tmp_path / "runs" / arm / f"seed{seed}"
+        folder.mkdir(parents=True)
+        records = [
+            {"step": step, "learner/supervised_tokens": 100.0, "learner/step_s": seconds}
+            | ({"eval/success_rate": success[step // 2 - 1]} if step % 2 == 0 else {})
+            for step in range(1, 5)
+        ]
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        runs.append(ArmRun(arm, seed, [0, 2, 4], [0.07, *success], [30.0] * 3, [0, 1, 2], 1.0, 60.0))
+    baselines = Baselines(
+        student=EvalResult("s", "valid_seen", 35, 0.07, 29.0, 0.0, 5.0),
+        teacher=EvalResult("t", "valid_seen", 35, 0.84, 12.0, 0.0, 5.0),
+        models={"ladder": "alfworld", "folder": "shipped", "reused": True, "record": {"spec": LADDER_SPEC}},
+    )
+    machine = {"wall_s": 60.0, "cpus": 2, "load_start": (1.0, 1.0, 1.0), "load_end": (1.0, 1.0, 1.0)}
+    text = write_report(spec, Measured(baselines, runs, machine, [], None), tmp_path, "default size").read_text()
+    assert "the alfworld model ladder's" in text and "teacher 128 x 2; student 64 x 2" in text
+    rows = {line.split(" |")[0].strip("| "): line for line in text.splitlines() if "of 2 |" in line}
+    assert rows["opd-async"] == "| opd-async | 2 of 2 | 4 | 400 | 8 | 1.00x (2 seeds) | 1.00x (2 seeds) |"
+    assert rows["divopd-focus"] == "| divopd-focus | 1 of 2 | 2 | 200 | 2 | 2.00x (1 seeds) | 4.00x (1 seeds) |"
+    assert rows["divopd-base"] == "| divopd-base | 0 of 2 | - | - | - | - | - |"
+    with pytest.raises(ConfigError, match="needs a `target`"):
+        replace(sized, baseline_arm="opd-async").checked("test")

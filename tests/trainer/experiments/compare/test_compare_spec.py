@@ -137,6 +137,7 @@ def test_the_divopd_ladder_comparison_differs_by_the_reader_alone() -> None:
         assert (config.optim.epochs, config.optim.mini_batches, config.rollout.action_match) == (1, 1, "choice")
         assert config.objective.params == {"kl_over": "replies", "reply_kl": "forward"}
     assert configs["divopd-focus-takeover"].rollout.strategy == "recovery"
+    assert (spec.target, spec.baseline_arm) == (0.5, "opd-async")
     assert {configs[name].rollout.strategy for name in readers if name != "divopd-focus-takeover"} == {"group"}
     assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= set(configs)
 
