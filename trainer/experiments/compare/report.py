@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy
+
 from trainer import curves
 from trainer.experiments.compare.lr_search import search_table
 from trainer.experiments.compare.run import ArmRun, Measured
@@ -29,8 +31,17 @@ def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
 
 
+X_LABELS = {
+    "steps": "learner steps",
+    "student_tokens": "student tokens generated (training rollouts)",
+    "teacher_token_curve": "teacher tokens scored",
+}
+"""`plot_curves`' x axes: an `ArmRun` field -> its label."""
+
+
 def plot_curves(runs: Sequence[ArmRun], arms: Sequence[str], x: str, path: Path) -> Path:
-    """Mean held-out success per arm (band: min-max over seeds) against `steps` or `student_tokens`."""
+    """Mean held-out success per arm (band: min-max over seeds) against `steps`, `student_tokens` or
+    `teacher_token_curve` (arms without one left out)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -38,7 +49,7 @@ def plot_curves(runs: Sequence[ArmRun], arms: Sequence[str], x: str, path: Path)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name in arms:
-        mine = [r for r in runs if r.arm == name]
+        mine = [r for r in runs if r.arm == name and getattr(r, x)]
         if not mine:
             continue
         points = list(zip(*(getattr(r, x) for r in mine), strict=True))
@@ -46,7 +57,7 @@ def plot_curves(runs: Sequence[ArmRun], arms: Sequence[str], x: str, path: Path)
         xs = [statistics.fmean(p) for p in points]
         ax.plot(xs, [statistics.fmean(y) for y in ys], marker="o", label=name)
         ax.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys], alpha=0.15)
-    ax.set_xlabel("learner steps" if x == "steps" else "student tokens generated (training rollouts)")
+    ax.set_xlabel(X_LABELS[x])
     ax.set_ylabel("held-out success rate")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
@@ -171,6 +182,39 @@ def cost_table(spec: CompareSpec, runs: Sequence[ArmRun], out: Path) -> str:
     )
 
 
+def teacher_scored(runs: Sequence[ArmRun], arms: Sequence[str]) -> dict[str, tuple[list[float], list[float]]]:
+    """Per arm whose every run scored teacher tokens: the seed-mean cumulative teacher tokens and held-out success at
+    its evaluated steps."""
+    found = {}
+    for name in arms:
+        mine = [r for r in runs if r.arm == name]
+        if mine and all(r.teacher_token_curve and r.teacher_token_curve[-1] > 0 for r in mine):
+            tokens = [statistics.fmean(p) for p in zip(*(r.teacher_token_curve for r in mine), strict=True)]
+            found[name] = (tokens, mean_curve(mine)[1])
+    return found
+
+
+def equal_teacher_tokens(runs: Sequence[ArmRun], arms: Sequence[str]) -> str:
+    """Each teacher-scored arm's seed-mean held-out success at the teacher-token budget every such arm reached (the
+    smallest seed-mean total), linear between evaluations (BranchOPD: success at equal teacher tokens); "" with
+    fewer than two such arms."""
+    found = teacher_scored(runs, arms)
+    if len(found) < 2:
+        return ""
+    budget = min(tokens[-1] for tokens, _ in found.values())
+    rows = [
+        f"| {name} | {tokens[-1]:,.0f} | {float(numpy.interp(budget, tokens, success)):.2f} |"
+        for name, (tokens, success) in found.items()
+    ]
+    return (
+        f"Held-out success at equal teacher tokens ({budget:,.0f}: the smallest arm's total; seed means, linear "
+        "between evaluations), and the success-vs-teacher-tokens plot:\n\n| arm | teacher tokens over the run | "
+        f"held-out success at {budget:,.0f} teacher tokens |\n|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n\n![held-out success vs teacher tokens](success-vs-teacher-tokens.png)"
+    )
+
+
 def _lr_sentence(spec: CompareSpec, measured: Measured) -> str:
     if not spec.lr_values:
         return (
@@ -239,6 +283,8 @@ def write_report(spec: CompareSpec, measured: Measured, out: Path, size: str) ->
     arms = [a.name for a in spec.arms]
     plot_curves(runs, arms, "steps", out / "success-vs-steps.png")
     plot_curves(runs, arms, "student_tokens", out / "success-vs-tokens.png")
+    if len(teacher_scored(runs, arms)) >= 2:
+        plot_curves(runs, arms, "teacher_token_curve", out / "success-vs-teacher-tokens.png")
     rows = []
     for name in arms:
         mine = [r for r in runs if r.arm == name]
@@ -285,6 +331,8 @@ mean over it and the two evaluations before reaches the seed-mean curve's Final-
 {curve_table(spec, runs)}
 
 {cost_table(spec, runs, out)}
+
+{equal_teacher_tokens(runs, arms)}
 
 Paper claims at this scale (mean ± sd over seeds; "holds" only where the gap exceeds both the combined seed sd
 ("spread") and one held-out task (1/{spec.eval_tasks})):

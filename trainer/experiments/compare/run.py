@@ -7,9 +7,9 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,8 @@ class ArmRun:
     teacher_tokens: float | None
     """Teacher tokens scored over the run (None where the driver does not log it: the async driver)."""
     wall_s: float
+    teacher_token_curve: list[float] = field(default_factory=list)
+    """Teacher tokens scored, cumulative at each evaluated step (step 0: none; empty in records from before it)."""
 
 
 @dataclass(frozen=True)
@@ -155,12 +157,20 @@ def generated_tokens(record: dict[str, Any]) -> float:
     return float(record.get("rollout/generated_tokens") or record.get("branch/student_tokens") or 0.0)
 
 
-def token_curve(output_dir: Path, steps: list[int]) -> list[float]:
-    """Cumulative student tokens generated at each of `steps` (step 0: none), from the run's metrics.jsonl."""
-    cumulative, generated = {0: 0.0}, 0.0
+def scored_tokens(record: dict[str, Any]) -> float:
+    """Teacher tokens one step scored (0 where none or not logged)."""
+    return float(record.get("teacher/tokens_scored") or 0.0)
+
+
+def token_curve(
+    output_dir: Path, steps: list[int], per_step: Callable[[dict[str, Any]], float] = generated_tokens
+) -> list[float]:
+    """Cumulative `per_step` tokens (default: student tokens generated) at each of `steps` (step 0: none), from the
+    run's metrics.jsonl."""
+    cumulative, total = {0: 0.0}, 0.0
     for record in sorted(read_metrics(output_dir / "metrics.jsonl"), key=lambda r: r["step"]):
-        generated += generated_tokens(record)
-        cumulative[record["step"]] = generated
+        total += per_step(record)
+        cumulative[record["step"]] = total
     return [cumulative[step] for step in steps]
 
 
@@ -168,18 +178,19 @@ def read_curve(arm: Arm, seed: int, output_dir: Path, start: EvalResult, wall_s:
     """The arm's held-out curve (the logged `eval/*`, sync and async drivers alike) and token counts from its
     metrics.jsonl, in step order (the async driver logs an evaluation after later steps' records)."""
     records = sorted(read_metrics(output_dir / "metrics.jsonl"), key=lambda r: r["step"])
-    steps, success, turns, tokens = [0], [start.success_rate], [start.mean_turns], [0.0]
+    steps, success, turns, tokens, teacher = [0], [start.success_rate], [start.mean_turns], [0.0], [0.0]
     generated, scored = 0.0, 0.0
     for record in records:
         generated += generated_tokens(record)
-        scored += record.get("teacher/tokens_scored") or 0.0
+        scored += scored_tokens(record)
         if record.get("eval/success_rate") is None or record["step"] == 0:  # step 0: `start` (eval.at_start)
             continue
         success.append(record["eval/success_rate"])
         turns.append(record["eval/mean_turns"])
         steps.append(record["step"])
         tokens.append(generated)
-    return ArmRun(arm.name, seed, steps, success, turns, tokens, scored, wall_s)
+        teacher.append(scored)
+    return ArmRun(arm.name, seed, steps, success, turns, tokens, scored, wall_s, teacher)
 
 
 def shared_baselines(
@@ -270,7 +281,11 @@ def finished_run(config: TrainerConfig) -> ArmRun | None:
         return None
     print(f"compare: reusing the finished run in {path.parent}")
     run = ArmRun(**record["run"])
-    return replace(run, student_tokens=token_curve(path.parent, run.steps))  # counted as this version counts
+    return replace(  # counted as this version counts
+        run,
+        student_tokens=token_curve(path.parent, run.steps),
+        teacher_token_curve=token_curve(path.parent, run.steps, scored_tokens),
+    )
 
 
 @dataclass(frozen=True)

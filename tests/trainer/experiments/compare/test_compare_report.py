@@ -72,7 +72,7 @@ def test_report_of_a_stopped_comparison_marks_single_seeds(tmp_path: Path) -> No
 
 def test_a_finished_run_is_reused_only_under_the_same_settings(tmp_path: Path) -> None:
     import json
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
     from trainer.experiments.compare.run import RUN_RECORD, arm_config, finished_run
 
@@ -84,16 +84,19 @@ def test_a_finished_run_is_reused_only_under_the_same_settings(tmp_path: Path) -
     out.mkdir(parents=True)
     record = {"config": config.model_dump(mode="json"), "run": asdict(run("grpo", 0))}
     (out / RUN_RECORD).write_text(json.dumps(record))
-    steps = [{"step": 1, "rollout/generated_tokens": 250.0}, {"step": 2, "rollout/generated_tokens": 250.0}]
-    steps += [{"step": 3, "branch/student_tokens": 250.0}, {"step": 4, "branch/student_tokens": 250.0}]  # branching
+    steps = [{"step": 1, "rollout/generated_tokens": 250.0, "teacher/tokens_scored": 100.0}]
+    steps += [{"step": 2, "rollout/generated_tokens": 250.0}]
+    steps += [{"step": 3, "branch/student_tokens": 250.0, "teacher/tokens_scored": 50.0}]  # branching
+    steps += [{"step": 4, "branch/student_tokens": 250.0}]
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
     other_port = arm_config(spec, arm, 0, tmp_path, Path("models"), "127.0.0.1:2")
-    assert finished_run(other_port) == run("grpo", 0)  # a new server's address is not a new setting; tokens recounted
+    recounted = replace(run("grpo", 0), teacher_token_curve=[0.0, 100.0, 150.0])  # recorded before the curve existed
+    assert finished_run(other_port) == recounted  # a new server's address is not a new setting; tokens recounted
     longer = arm_config(spec.sized(False, {"steps": 16}), arm, 0, tmp_path, Path("models"), "127.0.0.1:1")
     assert finished_run(longer) is None
     older = {**record["config"], "eval": {k: v for k, v in record["config"]["eval"].items() if k != "at_start"}}
     (out / RUN_RECORD).write_text(json.dumps({**record, "config": older}))
-    assert finished_run(config) == run("grpo", 0)  # recorded before eval.at_start existed: its default, reused
+    assert finished_run(config) == recounted  # recorded before eval.at_start existed: its default, reused
     (out / RUN_RECORD).write_text(json.dumps({**record, "config": {**older, "no_such_field": 1}}))
     assert finished_run(config) is None
 
@@ -136,7 +139,7 @@ def test_report_gives_the_cost_to_target_and_the_speedups(tmp_path: Path) -> Non
     from trainer.config import ConfigError
 
     sized = load_spec("divopd-ladder").sized(False, {"steps": 4, "eval_every": 2, "seeds": 2})
-    spec = replace(sized, target=0.5, baseline_arm="opd-async").checked("test")
+    spec = sized  # divopd-ladder: target 0.5, speed-ups over opd-async
     curves = {  # (arm, seed): success at steps 2 and 4, learner seconds a step
         ("opd-async", 0): ([0.3, 0.5], 2.0),
         ("opd-async", 1): ([0.3, 0.5], 2.0),
@@ -169,4 +172,30 @@ def test_report_gives_the_cost_to_target_and_the_speedups(tmp_path: Path) -> Non
     assert rows["divopd-focus"] == "| divopd-focus | 1 of 2 | 2 | 200 | 2 | 2.00x (1 seeds) | 4.00x (1 seeds) |"
     assert rows["divopd-base"] == "| divopd-base | 0 of 2 | - | - | - | - | - |"
     with pytest.raises(ConfigError, match="needs a `target`"):
-        replace(sized, baseline_arm="opd-async").checked("test")
+        replace(sized, target=None).checked("test")
+
+
+def test_report_compares_teacher_scored_arms_at_equal_teacher_tokens(tmp_path: Path) -> None:
+    """BranchOPD's measure: each teacher-scored arm's held-out success at the teacher-token budget all of them
+    reached, read off its seed-mean curve; an arm without a teacher (GRPO) is left out."""
+    spec = load_spec("atod-ablation").sized(False, {"steps": 4, "eval_every": 2}, arms=["grpo", "opd", "branchopd"])
+    curves = {"opd": ([0.3, 0.5], [1000.0, 2000.0]), "branchopd": ([0.4, 0.6], [500.0, 1000.0])}
+    runs = [
+        ArmRun(arm, seed, [0, 2, 4], [0.07, *success], [30.0] * 3, [0, 1, 2], teacher[-1], 60.0, [0.0, *teacher])
+        for arm, (success, teacher) in curves.items()
+        for seed in (0, 1)
+    ]
+    runs += [
+        ArmRun("grpo", seed, [0, 2, 4], [0.07, 0.1, 0.1], [30.0] * 3, [0, 1, 2], 0.0, 60.0, [0.0] * 3)
+        for seed in (0, 1)
+    ]
+    baselines = Baselines(
+        student=EvalResult("s", "valid_seen", 16, 0.07, 29.0, 0.0, 5.0),
+        teacher=EvalResult("t", "valid_seen", 16, 0.84, 12.0, 0.0, 5.0),
+        models={"teacher-sft": sft(1500, 0.67), "student-warm": sft(600, 0.40), "reused": True},
+    )
+    machine = {"wall_s": 60.0, "cpus": 2, "load_start": (1.0, 1.0, 1.0), "load_end": (1.0, 1.0, 1.0)}
+    text = write_report(spec, Measured(baselines, runs, machine, [], None), tmp_path, "default size").read_text()
+    assert "Held-out success at equal teacher tokens (1,000: the smallest arm's total" in text
+    assert "| opd | 2,000 | 0.30 |" in text and "| branchopd | 1,000 | 0.60 |" in text and "| grpo | 0," not in text
+    assert (tmp_path / "success-vs-teacher-tokens.png").stat().st_size > 1000

@@ -142,6 +142,19 @@ def test_the_divopd_ladder_comparison_differs_by_the_reader_alone() -> None:
     assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= set(configs)
 
 
+def test_the_branchopd_ladder_comparison_branches_from_snapshots() -> None:
+    spec = load_spec("branchopd-ladder")
+    configs = {a.name: arm_config(spec, a, 0, Path("out"), Path("none"), "127.0.0.1:1") for a in spec.arms}
+    opd, branch = configs["opd"], configs["branchopd"]
+    assert opd.rollout.tasks_per_step == 16 and opd.rollout.strategy == "group"
+    fork = fork_config(branch)
+    assert branch.rollout.snapshots and branch.objective.name == "branchopd"
+    assert branch.rollout.tasks_per_step * (1 + fork.num_forks * fork.continuations) <= 16
+    for config in configs.values():
+        assert config.objective.params == {"kl_over": "replies", "reply_kl": "forward"}
+        assert config.rollout.action_match == "choice" and config.optim.ema_decay == 0
+
+
 def test_extends_replaces_whole_keys_and_refuses_loops(tmp_path: Path) -> None:
     child = tmp_path / "child.yaml"
     child.write_text("extends: atod-ablation\nsteps: 12\neval_every: 6\n")
