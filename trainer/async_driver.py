@@ -256,7 +256,9 @@ def _learn(config: TrainerConfig, actors: _Actors, out: Path, resume_from: str |
             if evaluator is not None:
                 if (q + 1) % config.eval.every == 0:  # the learner's weights now, whether published or not
                     version, weights = published.get()
-                    evaluator.request(q + 1, weights if version == q + 1 and weights else group.publish_weights())
+                    if config.optim.ema_decay or not (version == q + 1 and weights):
+                        weights = group.evaluated_weights()  # their moving average with optim.ema_decay
+                    evaluator.request(q + 1, weights)
                 for step, held_out in evaluator.finished():
                     logger.log(step, held_out)
             if config.checkpoint_every and (q + 1) % config.checkpoint_every == 0:

@@ -358,7 +358,8 @@ class OptimConfig(_Section):
         description="A moving average of the student's weights, updated after each learner step as ema = decay x ema "
         "+ (1 - decay) x weights (Polyak averaging; 0: off, the papers'). Checkpoints hold it as the model (what "
         "`trainer eval`, the quickstart and exports read) and the trained weights in their state (what rollouts "
-        "use and a resume continues); one learner rank only (docs/design/045).",
+        "use and a resume continues); the periodic `eval.every` evaluation plays it; one learner rank only "
+        "(docs/design/045).",
     )
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")

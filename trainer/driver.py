@@ -33,10 +33,12 @@ from trainer.workers import WorkerGroup, latest_checkpoint
 def periodic_eval(
     config: TrainerConfig, workers: WorkerGroup, tasks: Mapping[str, Sequence[str]], html: Path | None = None
 ) -> dict[str, float]:
-    """The held-out protocol (`play_held_out`) with the current weights: `eval/success_rate`, `eval/mean_turns`,
+    """The held-out protocol (`play_held_out`) with the current weights (their moving average with
+    `optim.ema_decay`, as checkpoints hold): `eval/success_rate`, `eval/mean_turns`,
     `eval/invalid_turn_ratio` (the mean over the splits; with several, also `eval/<split>/*`). With `html`,
     sample episodes are written there (teacher gap shaded when the run has a teacher)."""
-    metrics, played = play_held_out(config, workers.play_held_out, tasks)
+    with workers.evaluating():
+        metrics, played = play_held_out(config, workers.play_held_out, tasks)
     if html is not None:
         score = workers.score if workers.teacher is not None else None
         tokenizer = load_tokenizer(config.models.student)

@@ -37,6 +37,7 @@ import dataclasses
 import random
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -464,19 +465,33 @@ class Learner:
         if self.sharded:
             return self._save_sharded(out, tokenizer)
         out.mkdir(parents=True, exist_ok=True)
-        trained = None
-        if self.ema is not None:
-            trained = {name: p.detach().clone() for name, p in self.model.named_parameters()}
-            self._copy_into_model(self.ema)
-        try:
+        trained = None if self.ema is None else {name: p.detach().clone() for name, p in self.model.named_parameters()}
+        with self._average_in_model():
             self.model.save_pretrained(out)
-        finally:
-            if trained is not None:
-                self._copy_into_model(trained)
         if tokenizer is not None:
             tokenizer.save_pretrained(out)
         self._save_state(out, self.optimizer.state_dict(), trained)
         return out
+
+    def evaluated_weights(self) -> dict[str, torch.Tensor]:
+        """CPU copy of the weights a held-out evaluation plays: with `optim.ema_decay` the moving average (what a
+        checkpoint's model holds), else the current parameters (`weights`)."""
+        with self._average_in_model():
+            return self.weights()
+
+    @contextmanager
+    def _average_in_model(self) -> Iterator[None]:
+        """Inside the block the model holds the weights' moving average, the trained weights back after it (no
+        change without `optim.ema_decay`)."""
+        if self.ema is None:
+            yield
+            return
+        trained = {name: p.detach().clone() for name, p in self.model.named_parameters()}
+        self._copy_into_model(self.ema)
+        try:
+            yield
+        finally:
+            self._copy_into_model(trained)
 
     def _update_ema(self) -> None:
         """ema <- decay x ema + (1 - decay) x parameters (`optim.ema_decay`; nothing when off)."""

@@ -8,7 +8,8 @@ Where the workers run (this process, Ray actors) is the executor's business only
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import torch
@@ -162,6 +163,24 @@ class WorkerGroup:
             self._on_engines(RolloutWorker.wake_up, ["kv_cache"])
             if self.teacher is not None:
                 self.executor.call(self.teacher, TeacherWorker.wake_up)
+
+    @contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """Inside the block the rollout workers play the weights held-out evaluations read: with `optim.ema_decay`
+        the learner's moving average (pushed as a state dict; the trained weights pushed back after, so training
+        stays on-policy), else the current ones as they are."""
+        if not self.config.optim.ema_decay:
+            yield
+            return
+        self._on_engines(RolloutWorker.update_weights, self.evaluated_weights().as_argument())
+        try:
+            yield
+        finally:
+            self.sync_weights()
+
+    def evaluated_weights(self) -> Pending[dict[str, torch.Tensor]]:
+        """The weights held-out evaluations play, as a pending CPU copy (`LearnerWorker.evaluated_weights`)."""
+        return self.executor.submit(self.learners[0], LearnerWorker.evaluated_weights)
 
     def publish_weights(self) -> Pending[dict[str, torch.Tensor]]:
         """The learner's full weights as a pending result, for rollout workers to load when they are

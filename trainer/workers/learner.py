@@ -101,6 +101,10 @@ class LearnerWorker:
         """CPU copy of the current parameters."""
         return self.learner.weights()
 
+    def evaluated_weights(self) -> dict[str, torch.Tensor]:
+        """CPU copy of the weights a held-out evaluation plays (the moving average with `optim.ema_decay`)."""
+        return self.learner.evaluated_weights()
+
     def live_weights(self) -> dict[str, torch.Tensor]:
         """The parameters themselves, on the learner's device (`inproc` sync: the engine is in this process)."""
         return {name: t.detach() for name, t in self.learner.model.state_dict().items()}

@@ -7,9 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
+from trainer.batching import SyncGroups
 from trainer.config import TrainerConfig
-from trainer.driver import train
+from trainer.driver import train, train_step
 from trainer.metrics import CORE_PLOTTED, read_metrics
 from trainer.rollout import SamplingSettings
 from trainer.workers import WorkerGroup
@@ -119,3 +121,32 @@ def test_held_out_play_is_the_policy_alone_when_training_rollouts_take_over(
         group.close()
     assert stats.takeovers > 0 and any(turn.teacher for episode in trained for turn in episode.turns)
     assert len(held_out) == 4 and not any(turn.teacher for episode in held_out for turn in episode.turns)
+
+
+def test_held_out_evaluations_play_the_weights_moving_average(
+    alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
+    """With `optim.ema_decay` the held-out play of `eval.every` reads the learner's moving average, as checkpoints
+    do, and the rollout workers go back to the trained weights after it (training stays on-policy)."""
+    config = alfworld_config(alfworld_server, optim={"lr": 5e-2, "ema_decay": 0.5}, objective={"name": "opd"})
+    group = WorkerGroup(config, [alfworld_server])
+
+    def played() -> dict[str, torch.Tensor]:
+        model = group.rollout_workers[0].ref.backend.model  # the in-process worker's own engine
+        return {name: t.detach().clone() for name, t in model.state_dict().items()}
+
+    try:
+        composer = SyncGroups(config.prompt.context)
+        tasks = [(task_id, 0) for task_id in group.task_ids("train", ["pick_and_place_simple"])[:2]]
+        for step in range(2):
+            train_step(config, group, composer, tasks, step)
+        trained, average = group.executor.gather([group.weight_sync.full_state(), group.evaluated_weights()])
+        assert played().keys() == trained.keys() == average.keys()
+        assert any(not torch.equal(trained[name], average[name]) for name in trained)
+        with group.evaluating():
+            for name, tensor in played().items():
+                torch.testing.assert_close(tensor, average[name])
+        for name, tensor in played().items():
+            torch.testing.assert_close(tensor, trained[name])
+    finally:
+        group.close()

@@ -158,8 +158,9 @@ def test_checkpoint_resume_continues_the_step_count(tmp_path: Path, tiny_models:
 def test_a_weight_average_is_the_checkpoints_model_and_a_resume_trains_on(
     tmp_path: Path, tiny_models: TinyModels, batch: TokenBatch
 ) -> None:
-    """`optim.ema_decay`: after each step ema = d x ema + (1 - d) x weights; the checkpoint's model folder is the
-    average, its state the trained weights; a resume continues exactly; without the option it is refused."""
+    """`optim.ema_decay`: after each step ema = d x ema + (1 - d) x weights; the checkpoint's model folder and the
+    evaluations' weights are the average, its state the trained weights; a resume continues exactly; without the
+    option it is refused."""
     optim = OptimConfig(lr=1e-2, ema_decay=0.5)
     torch.manual_seed(0)
     first = Learner(load_model(tiny_models.student), ObjectiveConfig(name="grpo"), optim)
@@ -175,9 +176,11 @@ def test_a_weight_average_is_the_checkpoints_model_and_a_resume_trains_on(
     trained = {name: p.detach().clone() for name, p in first.model.named_parameters()}
     folder = first.save(tmp_path / "ckpt")
     saved = dict(load_model(folder).named_parameters())
+    evaluated = first.evaluated_weights()  # what held-out evaluations play: the average too
     for name, p in first.model.named_parameters():
         torch.testing.assert_close(saved[name].detach(), first.ema[name])
-        assert torch.equal(p.detach(), trained[name])  # saving left the trained weights in place
+        torch.testing.assert_close(evaluated[name], first.ema[name])
+        assert torch.equal(p.detach(), trained[name])  # saving and reading the average left the trained weights
     resumed = Learner(load_model(folder), ObjectiveConfig(name="grpo"), optim)
     resumed.load(folder)
     first.step(batch)
