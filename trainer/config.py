@@ -664,14 +664,15 @@ class TrainerConfig(_Section):
             raise ValueError("divopd.audit_every runs on one learner rank: set placement.learner_gpus <= 1")
         from trainer.rollout.matching import CONSTRAIN
 
-        if spec.scores_listed_replies(build_config(spec.name, self.objective.params)):
-            if self.rollout.action_match != "choice":
+        params = build_config(spec.name, self.objective.params)
+        for setting, on in (("kl_over", spec.scores_listed_replies(params)), ("rl_over", spec.rl_over_replies(params))):
+            if on and self.rollout.action_match != "choice":
                 raise ValueError(
-                    "objective kl_over: replies learns the KL over listed replies: set rollout.action_match: choice"
+                    f"objective {setting}: replies learns on the listed replies: set rollout.action_match: choice"
                 )
-            if self.placement.learner_gpus > 1:
+            if on and self.placement.learner_gpus > 1:
                 raise ValueError(
-                    "objective kl_over: replies trains on one learner rank: set placement.learner_gpus <= 1"
+                    f"objective {setting}: replies trains on one learner rank: set placement.learner_gpus <= 1"
                 )
         if self.rollout.action_match in CONSTRAIN and self.backend.kind != "hf":
             from trainer.backends.constraint import CONSTRAINED_NEEDS_HF

@@ -18,8 +18,10 @@ One `Learner.step(batch)`:
    averaged over its mini-batches by supervised tokens;
 2b. with an objective's `kl_over: replies`, the turns drawn among listed replies add the exact KL of the student's
    choice from the teacher's over each list (`trainer.objectives.listed`, docs/design/042), each turn's weighted as
-   the objective says (ATOD: its T-DUR weight, docs/design/046); when every token
-   advantage is then 0 (OPD with every turn listed) the token pass is skipped: its gradient would be 0;
+   the objective says (ATOD: its T-DUR weight, docs/design/046); with `rl_over: replies` their RL advantage moves
+   off their tokens to PPO's term on the drawn reply's probability over the list (`trainer.objectives.reply_rl`,
+   docs/design/047), from the same forward; when every token advantage is then 0 (OPD or GRPO with every turn
+   listed) the token pass is skipped: its gradient would be 0;
 3. grad-norm clip, AdamW step (`optim.adamw`: fused on the CPU, `trainer.adamw`). bf16 autocast on CUDA,
    and on the CPU with `cpu_bf16` (fp32 master weights and AdamW state either way; `trainer.precision`).
 
@@ -56,6 +58,7 @@ from trainer.objectives.listed import ListedTurns, listed_kl
 from trainer.objectives.loss import loss_weights, ppo_actor_loss, reduction_unit_ids
 from trainer.objectives.pbr import PBR_CONSTRAINTS, PBR_EVENT_PROB, PBR_LOSS, ConstraintBatch, PbrConfig, pbr_loss
 from trainer.objectives.registry import build_config, get_objective
+from trainer.objectives.reply_rl import choice_entropy, drawn_logq, move_rl_to_replies, reply_policy_loss, turn_means
 from trainer.precision import autocast
 
 STATE_FILE = "trainer_state.pt"
@@ -69,6 +72,10 @@ LISTED_TURN_WEIGHT = "opd/listed_turn_weight"
 """Mean over those turns of each turn's own weight on its KL (ATOD's T-DUR w_k under `tdur: turn`; else 1)."""
 LISTED_WEIGHT = "opd/listed_weight"
 """The weight of that KL in the loss (1 for OPD, kappa(s) for ATOD)."""
+CHOICE_ENTROPY = "actor/choice_entropy"
+"""Mean over the turns drawn among listed replies of the entropy of the student's choice over its list (nats)."""
+REPLY_PG_LOSS = "actor/reply_pg_loss"
+"""The reply-level RL term's loss (`rl_over: replies`); `actor/reply_clipfrac`, `_ratio_mean`, `_approx_kl` beside."""
 
 
 def token_logprobs(
@@ -213,12 +220,20 @@ class Learner:
             batch, recompute_metrics = self.recompute_old_logprobs(batch)
         advantages, metrics = self.spec.compute(batch, self.hyperparameters, step=self.global_step)
         metrics.update(recompute_metrics)
-        listed_weight = self.spec.listed_weight(self.hyperparameters, self.global_step)
-        with_listed = listed_weight > 0 and batch.listed is not None and len(batch.listed) > 0
+        kl_weight = self.spec.listed_weight(self.hyperparameters, self.global_step)
+        rl_replies = self.spec.rl_over_replies(self.hyperparameters)
+        with_listed = (kl_weight > 0 or rl_replies) and batch.listed is not None and len(batch.listed) > 0
         if with_listed and (turn_weights := self.spec.listed_turn_weights(batch, self.hyperparameters)) is not None:
             assert batch.listed is not None
             batch = dataclasses.replace(batch, listed=dataclasses.replace(batch.listed, weights=turn_weights.tolist()))
-        # with the listed turns' KL, a batch whose every token advantage is 0 has no token gradient to take
+        if with_listed and rl_replies:
+            batch, advantages = move_rl_to_replies(batch, advantages)
+            if not self.one_update:  # the ratio's q_old: before the step's first update
+                assert batch.listed is not None
+                batch = dataclasses.replace(
+                    batch, listed=dataclasses.replace(batch.listed, logq_old=self._listed_logq_old(batch.listed))
+                )
+        # with the listed turns' terms, a batch whose every token advantage is 0 has no token gradient to take
         token_pass = not with_listed or bool(advantages.any()) or batch.constraints is not None
         minis = self._mini_batches(batch, advantages.detach())
         listed_parts: list[dict[str, float]] = []
@@ -235,7 +250,7 @@ class Learner:
                     sums = {"actor/pg_loss": 0.0}
                 loss_parts.append({**sums, "tokens": float(mini.loss_mask.sum())})
                 if with_listed and mini.listed is not None and len(mini.listed):
-                    measured = self._listed_kl_backward(mini.listed, listed_weight)
+                    measured = self._listed_backward(mini, weights, kl_weight, rl_replies)
                     if epoch == 0:  # each mini-batch's turns before their own update
                         listed_parts.append({**measured, "turns": float(len(mini.listed))})
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.grad_clip)
@@ -283,44 +298,106 @@ class Learner:
         )
         return self.optim.lr * factor
 
-    def _listed_kl_backward(self, listed: ListedTurns, weight: float) -> dict[str, float]:
-        """Add `weight` x the mean over `listed` turns of the KL of the student's choice from the teacher's (reverse,
-        or forward with `reply_kl: forward`), each turn's times its own weight (`ListedTurns.weights`, ATOD's T-DUR),
-        to the gradients (reply-level OPD, docs/design/042, 044 and 046), in chunks of `optim.micro_batch_tokens`; its
-        metrics (`opd/listed_kl` is the reverse KL whichever is trained, unweighted)."""
+    def _listed_backward(
+        self, mini: TokenBatch, weights: torch.Tensor, kl_weight: float, rl_replies: bool
+    ) -> dict[str, float]:
+        """Add the terms of `mini`'s turns drawn among listed replies to the gradients, from one forward of every
+        listed reply (in chunks of `optim.micro_batch_tokens`): `kl_weight` x the mean over the turns of the KL of the
+        student's choice from the teacher's (reverse, or forward with `reply_kl: forward`), each turn's times its own
+        weight (`ListedTurns.weights`, ATOD's T-DUR; docs/design/042, 044, 046), and with `rl_replies` the reply-level
+        RL term, each turn weighted as the reduction weighs its tokens (`weights`, docs/design/047); their metrics
+        (`opd/listed_kl` is the reverse KL whichever is trained, unweighted)."""
         if self.sharded:
             raise ObjectiveError(
-                "kl_over: replies trains on one learner rank (placement.learner_gpus <= 1)", reason="LISTED_SHARDED"
+                "kl_over / rl_over: replies train on one learner rank (placement.learner_gpus <= 1)",
+                reason="LISTED_SHARDED",
             )
-        kl_sum, agree, turn_weight = 0.0, 0, 0.0
-        direction = self.spec.reply_kl(self.hyperparameters)
+        listed = mini.listed
+        assert listed is not None
+        sums: dict[str, float] = {}
+        rl_weights = turn_means(weights, mini, listed.turn_ids) if rl_replies else None
         for part in listed.chunks(self.optim.micro_batch_tokens):
             with autocast(self.device, self.cpu_bf16):
                 student = listed_reply_logprobs(self.model, listed.prompts[part], listed.replies[part], pad_token_id=0)
-            teacher = [torch.tensor(scores, device=self.device) for scores in listed.logp_teacher[part]]
-            pairs = list(zip(student, teacher, strict=True))
-            loss = torch.stack([listed_kl(s, t, direction) for s, t in pairs])
-            turn_weights = listed.turn_weights(part, loss.device)
-            (weight * (turn_weights * loss).sum() / len(listed)).backward()
-            turn_weight += float(turn_weights.sum())
-            kl = loss if direction == "reverse" else torch.stack([listed_kl(s.detach(), t) for s, t in pairs])
-            kl_sum += float(kl.detach().sum())
-            agree += sum(int(s.argmax() == t.argmax()) for s, t in zip(student, teacher, strict=True))
+            loss = torch.zeros((), device=self.device)
+            if kl_weight > 0:
+                loss = loss + self._listed_kl(listed, part, student, kl_weight, sums)
+            if rl_weights is not None:
+                loss = loss + self._reply_rl(listed, part, student, rl_weights[part], sums)
+            loss.backward()
+            _add(sums, CHOICE_ENTROPY, choice_entropy(student))
         count = len(listed)
-        return {
-            LISTED_KL: kl_sum / count,
-            LISTED_AGREE: agree / count,
-            LISTED_TURN_WEIGHT: turn_weight / count,
-            LISTED_WEIGHT: weight,
-        }
+        measured = {CHOICE_ENTROPY: sums.pop(CHOICE_ENTROPY) / count}
+        if kl_weight > 0:
+            measured.update({name: sums.pop(name) / count for name in (LISTED_KL, LISTED_AGREE, LISTED_TURN_WEIGHT)})
+            measured[LISTED_WEIGHT] = kl_weight
+        if rl_weights is not None:
+            drawn = max(sums.pop("drawn"), 1.0)
+            measured[REPLY_PG_LOSS] = sums.pop(REPLY_PG_LOSS)
+            measured.update({name: value / drawn for name, value in sums.items()})
+        return measured
+
+    def _listed_kl(
+        self, listed: ListedTurns, part: slice, student: list[torch.Tensor], weight: float, sums: dict[str, float]
+    ) -> torch.Tensor:
+        """The chunk `part`'s share of the weighted mean KL over the listed turns; its metrics summed into `sums`."""
+        direction = self.spec.reply_kl(self.hyperparameters)
+        teacher = [torch.tensor(scores, device=self.device) for scores in listed.teacher_scores()[part]]
+        pairs = list(zip(student, teacher, strict=True))
+        kl = torch.stack([listed_kl(s, t, direction) for s, t in pairs])
+        turn_weights = listed.turn_weights(part, kl.device)
+        reverse = kl if direction == "reverse" else torch.stack([listed_kl(s.detach(), t) for s, t in pairs])
+        _add(sums, LISTED_KL, float(reverse.detach().sum()))
+        _add(sums, LISTED_AGREE, sum(int(s.argmax() == t.argmax()) for s, t in pairs))
+        _add(sums, LISTED_TURN_WEIGHT, float(turn_weights.sum()))
+        return weight * (turn_weights * kl).sum() / len(listed)
+
+    def _reply_rl(
+        self,
+        listed: ListedTurns,
+        part: slice,
+        student: list[torch.Tensor],
+        weights: torch.Tensor,
+        sums: dict[str, float],
+    ) -> torch.Tensor:
+        """The chunk `part`'s reply-level RL loss (q_old: `listed.logq_old`, else this forward's own, detached); its
+        metrics summed into `sums` (the means per drawn turn)."""
+        assert listed.drawn is not None and listed.advantages is not None
+        drawn = listed.drawn[part]
+        logq = drawn_logq(student, drawn)
+        old = logq.detach() if listed.logq_old is None else torch.tensor(listed.logq_old[part], device=logq.device)
+        advantages = torch.tensor(listed.advantages[part], dtype=torch.float32, device=logq.device)
+        loss, metrics = reply_policy_loss(logq, old, advantages, weights, drawn, self.objective.clip_eps)
+        count = sum(index >= 0 for index in drawn)
+        _add(sums, "drawn", count)
+        _add(sums, REPLY_PG_LOSS, float(loss.detach()))
+        for name, value in metrics.items():
+            if name != REPLY_PG_LOSS:
+                _add(sums, name, count * float(value))
+        return loss
+
+    @torch.no_grad()
+    def _listed_logq_old(self, listed: ListedTurns) -> list[float]:
+        """log q of each listed turn's drawn reply under the current parameters (the reply-level ratio's q_old)."""
+        assert listed.drawn is not None
+        values: list[float] = []
+        for part in listed.chunks(self.optim.micro_batch_tokens):
+            with autocast(self.device, self.cpu_bf16):
+                student = listed_reply_logprobs(self.model, listed.prompts[part], listed.replies[part], pad_token_id=0)
+            values += drawn_logq(student, listed.drawn[part]).tolist()
+        return values
+
+    @property
+    def one_update(self) -> bool:
+        """Whether a step makes one optimizer update (`optim.epochs` and `optim.mini_batches` 1)."""
+        return self.optim.epochs == 1 and self.optim.mini_batches == 1
 
     @property
     def on_policy_ratio(self) -> bool:
         """Whether the PPO ratio's `logp_old` is the update forward's own log-prob, detached: the learner's numbers
         are wanted (`recompute_logp_old`), the step makes one update (`optim.epochs` and `optim.mini_batches` 1) and
         `logp_old_from_update` is on. At the parameters of that one update it equals a separate recompute."""
-        one_update = self.optim.epochs == 1 and self.optim.mini_batches == 1
-        return self.recompute_logp_old and self.logp_old_from_update and one_update
+        return self.recompute_logp_old and self.logp_old_from_update and self.one_update
 
     @property
     def separate_recompute(self) -> bool:
@@ -579,3 +656,8 @@ def sharded_checkpoint(folder: str | Path) -> bool:
 def apply_weights(model: Any, weights: Mapping[str, torch.Tensor]) -> None:
     """Load `weights` into `model` in place (strict)."""
     model.load_state_dict(dict(weights), strict=True)
+
+
+def _add(sums: dict[str, float], name: str, value: float) -> None:
+    """`sums[name] += value` (from 0)."""
+    sums[name] = sums.get(name, 0.0) + value

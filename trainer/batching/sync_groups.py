@@ -9,8 +9,8 @@ A trajectory whose turns are all masked keeps its outcome in its group's GRPO st
 A turn's tokens before `Turn.supervise_from` are context, not supervised (BranchOPD: a branch's
 shared prefix; a turn it copied from its main trajectory has nothing supervised). PBR constraints on
 supervised tokens become the batch's `constraints`; where each supervised turn sits among its group's
-states (`trainer.batching.states`) becomes its `states`; the supervised turns drawn among listed replies and scored
-by the teacher on each (reply-level OPD) become its `listed`.
+states (`trainer.batching.states`) becomes its `states`; the supervised turns drawn among listed replies become its
+`listed`, with the reply each drew and, where the teacher scored them (reply-level OPD), its score of each.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class SyncGroups:
                     logp_teacher[row, span.start : end] = torch.tensor(span.turn.logp_teacher, dtype=torch.float32)
                 turn_ids[row, span.start : end] = turn_id
                 supervised.append(span.turn)
-                if span.turn.listed is not None and span.turn.listed_logp_teacher is not None:
+                if span.turn.listed is not None:
                     listed.append((turn_id, span.turn))
                 turn_id += 1
         return TokenBatch(
@@ -123,14 +123,18 @@ class SyncGroups:
 
 
 def listed_turns(items: Sequence[tuple[int, Turn]]) -> ListedTurns | None:
-    """(turn id, turn) pairs of the teacher-scored listed turns as `ListedTurns`; None when there are none."""
+    """(turn id, turn) pairs of the turns drawn among listed replies as `ListedTurns` (the teacher's scores when it
+    scored every one of them); None when there are none."""
     if not items:
         return None
+    scores = [turn.listed_logp_teacher for _, turn in items]
+    drawn = [turn.drawn_index() for _, turn in items]
     return ListedTurns(
         turn_ids=[turn_id for turn_id, _ in items],
         prompts=[turn.prompt_ids for _, turn in items],
         replies=[turn.listed or [] for _, turn in items],
-        logp_teacher=[turn.listed_logp_teacher or [] for _, turn in items],
+        logp_teacher=None if any(s is None for s in scores) else [s or [] for s in scores],
+        drawn=[-1 if index is None else index for index in drawn],
     )
 
 

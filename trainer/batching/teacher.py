@@ -22,7 +22,7 @@ def attach_teacher_logprobs(trajectories: Sequence[Trajectory], scorer: Any, lis
         taken: set[int] = set()
         for turn, replies in zip(drawn, per_token, strict=True):
             turn.listed_logp_teacher = [math.fsum(reply) for reply in replies]
-            chosen = _listed_index(turn.listed, turn.response_ids)
+            chosen = turn.drawn_index()
             if chosen is not None:
                 turn.logp_teacher = list(replies[chosen])
                 taken.add(id(turn))
@@ -34,8 +34,3 @@ def attach_teacher_logprobs(trajectories: Sequence[Trajectory], scorer: Any, lis
                 raise ValueError(f"teacher returned {len(logp)} log-probs for {len(turn.response_ids)} response tokens")
             turn.logp_teacher = list(logp)
     return sum(len(turn.response_ids) for turn in turns)
-
-
-def _listed_index(listed: list[list[int]] | None, response: list[int]) -> int | None:
-    """Which listed reply `response` is, token for token (None: none)."""
-    return next((index for index, reply in enumerate(listed or []) if list(reply) == list(response)), None)

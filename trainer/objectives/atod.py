@@ -27,6 +27,7 @@ from trainer.objectives.opd import (
     require_teacher,
     without_listed_turns,
 )
+from trainer.objectives.reply_rl import RlOver
 from trainer.objectives.tdur import TDUR_UNITS, TdurUnit, compute_tdur_weights
 
 _REASON = "INVALID_OBJECTIVE_CONFIG"
@@ -72,9 +73,19 @@ class AtodConfig:
     times its T-DUR weight (`atod_listed_turn_weights`)."""
     reply_kl: ReplyKl = "reverse"
     """Which KL over the listed replies (see OpdConfig)."""
+    rl_over: RlOver = "tokens"
+    """Where the RL term's ratio is taken (see GrpoConfig); `replies` needs `kl_over: replies`, so that what is left
+    on a listed turn's tokens is the RL term alone."""
 
     def __post_init__(self) -> None:
-        GrpoConfig(epsilon=self.epsilon, advantage=self.advantage, gamma=self.gamma, omega=self.omega)
+        GrpoConfig(
+            epsilon=self.epsilon, advantage=self.advantage, gamma=self.gamma, omega=self.omega, rl_over=self.rl_over
+        )
+        if self.rl_over == "replies" and self.kl_over != "replies":
+            raise ObjectiveError(
+                "atod rl_over: replies moves each listed turn's RL term to its reply: set kl_over: replies too",
+                reason=_REASON,
+            )
         OpdConfig(logp_floor=self.logp_floor, adv_clamp=self.adv_clamp, kl_over=self.kl_over, reply_kl=self.reply_kl)
         if self.kl_over == "replies" and self.tdur == "token":
             raise ObjectiveError(
@@ -169,15 +180,16 @@ def atod_advantage(
     adv_clamp: float = 10.0,
     kl_over: KlOver = "tokens",
     reply_kl: ReplyKl = "reverse",
+    rl_over: RlOver = "tokens",
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """ATOD hybrid token advantages (N, S), 0 off `loss_mask`, at global learner step `step` (under `kl_over:
-    replies` no OPD term on the turns drawn among listed replies: `atod_listed_coef` weighs their KL; `reply_kl` is
-    the learner's, unused here).
+    replies` no OPD term on the turns drawn among listed replies: `atod_listed_coef` weighs their KL; `reply_kl` and
+    `rl_over` are the learner's, unused here).
 
     Metrics: the `grpo/*`, `opd/*` and `tdur/*` ones of its parts, plus `hybrid/kl_coef` (kappa),
     `hybrid/rl_coef` (rho), `hybrid/opd_signal`, `hybrid/rl_signal` and `hybrid/opd_rl_ratio`.
     """
-    del reply_kl
+    del reply_kl, rl_over
     logp_teacher = require_teacher(batch, "atod")
     kappa, rho = atod_coefficients(
         step,

@@ -10,9 +10,10 @@ teacher's choice as soft labels on the student's own states (GKD's on-policy for
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import torch
 
@@ -24,7 +25,7 @@ REPLY_KL: tuple[str, ...] = get_args(ReplyKl)
 
 @dataclass
 class ListedTurns:
-    """The batch's supervised turns that were drawn among listed replies, with the teacher's score of each reply."""
+    """The batch's supervised turns that were drawn among listed replies, with what the learner needs of each."""
 
     turn_ids: list[int]
     """Each turn's id in the batch (`TokenBatch.turn_ids`)."""
@@ -32,22 +33,36 @@ class ListedTurns:
     """Each turn's prompt tokens."""
     replies: list[list[list[int]]]
     """Each turn's listed replies, as token ids (the one drawn among them)."""
-    logp_teacher: list[list[float]]
-    """The teacher's total log-prob of each listed reply."""
+    logp_teacher: list[list[float]] | None = None
+    """The teacher's total log-prob of each listed reply (reply-level OPD); None: not scored (no teacher)."""
+    drawn: list[int] | None = None
+    """The index of the reply each turn drew among its list, -1 where its response is none of them (the reply-level
+    RL term, `rl_over: replies`, docs/design/047); None: not recorded."""
     weights: list[float] | None = None
     """Each turn's weight on its KL (ATOD's T-DUR turn weight, `ObjectiveSpec.listed_turn_weights`); None: 1 each."""
+    advantages: list[float] | None = None
+    """Each turn's RL advantage, moved here off its tokens by the learner under `rl_over: replies`."""
+    logq_old: list[float] | None = None
+    """Each turn's log q_old of its drawn reply (normalised over its list) before the step's first update."""
 
     def __post_init__(self) -> None:
         count = len(self.turn_ids)
-        if not len(self.prompts) == len(self.replies) == len(self.logp_teacher) == count:
-            raise BatchError(
-                "ListedTurns: turn_ids, prompts, replies and logp_teacher differ in length", field="listed"
-            )
-        if self.weights is not None and len(self.weights) != count:
-            raise BatchError(f"ListedTurns: {len(self.weights)} weights for {count} turns", field="listed")
-        for replies, scores in zip(self.replies, self.logp_teacher, strict=True):
-            if not replies or len(replies) != len(scores):
-                raise BatchError("ListedTurns: each turn needs one teacher score per listed reply", field="listed")
+        if len(self.prompts) != count or len(self.replies) != count:
+            raise BatchError("ListedTurns: turn_ids, prompts and replies differ in length", field="listed")
+        if any(not replies for replies in self.replies):
+            raise BatchError("ListedTurns: each turn needs one or more listed replies", field="listed")
+        for name in ("logp_teacher", "drawn", "weights", "advantages", "logq_old"):
+            values = getattr(self, name)
+            if values is not None and len(values) != count:
+                raise BatchError(f"ListedTurns: {len(values)} {name} for {count} turns", field="listed")
+        if self.logp_teacher is not None and any(
+            len(replies) != len(scores) for replies, scores in zip(self.replies, self.logp_teacher, strict=True)
+        ):
+            raise BatchError("ListedTurns: each turn needs one teacher score per listed reply", field="listed")
+        if self.drawn is not None and any(
+            not -1 <= index < len(replies) for replies, index in zip(self.replies, self.drawn, strict=True)
+        ):
+            raise BatchError("ListedTurns: a drawn index lies outside its turn's list", field="listed")
 
     def __len__(self) -> int:
         return len(self.turn_ids)
@@ -55,13 +70,17 @@ class ListedTurns:
     def having(self, turn_ids: set[int]) -> ListedTurns:
         """The listed turns among `turn_ids`, in order."""
         keep = [i for i, turn in enumerate(self.turn_ids) if turn in turn_ids]
-        return ListedTurns(
-            [self.turn_ids[i] for i in keep],
-            [self.prompts[i] for i in keep],
-            [self.replies[i] for i in keep],
-            [self.logp_teacher[i] for i in keep],
-            None if self.weights is None else [self.weights[i] for i in keep],
-        )
+        picked: dict[str, Any] = {
+            f.name: None if (values := getattr(self, f.name)) is None else [values[i] for i in keep]
+            for f in dataclasses.fields(self)
+        }
+        return ListedTurns(**picked)
+
+    def teacher_scores(self) -> list[list[float]]:
+        """`logp_teacher`; BatchError when the teacher did not score the replies."""
+        if self.logp_teacher is None:
+            raise BatchError("the KL over listed replies needs the teacher's scores of them", field="listed")
+        return self.logp_teacher
 
     def turn_weights(self, part: slice, device: torch.device) -> torch.Tensor:
         """The weights of the turns `part` (fp32; 1 each without `weights`)."""

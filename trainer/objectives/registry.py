@@ -77,6 +77,10 @@ class ObjectiveSpec:
         """Whether the objective with `config` trains on the KL over listed replies (the teacher scores them)."""
         return self.listed_coef is not None and getattr(config, "kl_over", "tokens") == "replies"
 
+    def rl_over_replies(self, config: Any) -> bool:
+        """Whether the objective with `config` takes its RL term's ratio on the listed replies (`rl_over: replies`)."""
+        return getattr(config, "rl_over", "tokens") == "replies"
+
     def reply_kl(self, config: Any) -> ReplyKl:
         """Which KL over the listed replies the learner minimises (`reply_kl`: `reverse` unless the config says)."""
         return getattr(config, "reply_kl", "reverse")

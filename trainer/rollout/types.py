@@ -71,6 +71,10 @@ class Turn:
         """A parsable action was produced."""
         return self.action is not None
 
+    def drawn_index(self) -> int | None:
+        """Which of the `listed` replies the response is, token for token (None: free text, or none of them)."""
+        return next((index for index, reply in enumerate(self.listed or []) if list(reply) == self.response_ids), None)
+
 
 @dataclass
 class Trajectory:

@@ -99,6 +99,25 @@ def test_reply_level_opd_trains_on_the_listed_turns(
         assert record["rollout/invalid_turn_ratio"] == 0.0
 
 
+def test_reply_level_grpo_trains_on_the_listed_turns_without_a_teacher(
+    tmp_path: Path, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
+    """`rl_over: replies` under `choice` (docs/design/047): every turn is drawn among its listed replies, so GRPO's
+    term is taken on each drawn reply's probability over its list alone (no token pass) and no teacher runs."""
+    config = _config(
+        alfworld_config,
+        alfworld_server,
+        tmp_path / "run",
+        objective={"name": "grpo", "params": {"rl_over": "replies"}},
+        rollout={"action_match": "choice", "group_size": 2, "tasks_per_step": 2},
+    )
+    assert train(config, progress=False).final_step == 2
+    for record in read_metrics(tmp_path / "run" / "metrics.jsonl"):
+        assert record["actor/choice_entropy"] > 0 and record["actor/reply_ratio_mean"] == pytest.approx(1.0)
+        assert "actor/reply_pg_loss" in record and "opd/listed_kl" not in record
+        assert "actor/entropy" not in record  # the token pass was skipped
+
+
 def test_held_out_play_is_the_policy_alone_when_training_rollouts_take_over(
     alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
 ) -> None:

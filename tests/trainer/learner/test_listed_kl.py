@@ -11,54 +11,22 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.backends.base import SamplingSettings
-from trainer.backends.hf import HFBackend
-from trainer.batching import SyncGroups, attach_teacher_logprobs
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.errors import ObjectiveError
 from trainer.learner import LISTED_AGREE, LISTED_KL, LISTED_TURN_WEIGHT, Learner
-from trainer.models.loading import load_model, load_tokenizer
+from trainer.models.loading import load_model
 from trainer.models.tiny import TinyModels
 from trainer.objectives.atod import atod_coefficients
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.listed import ReplyKl, listed_kl
 from trainer.objectives.registry import build_config, get_objective
 from trainer.objectives.tdur import compute_tdur_weights
-from trainer.prompts import encode_user_turn
-from trainer.rollout.types import Trajectory, Turn
-
-ACTIONS = [
-    "go to drawer 1",
-    "go to drawer 2",
-    "go to countertop 1",
-    "take apple 1 from countertop 1",
-    "look",
-    "open fridge 1",
-]
 
 
-@pytest.fixture(scope="module")
-def batch(tiny_models: TinyModels) -> TokenBatch:
+@pytest.fixture
+def batch(listed_batch: TokenBatch) -> TokenBatch:
     """6 trajectories (2 groups x 3) of 3 turns: two drawn among listed replies (lists of 3-6), one free text."""
-    student = HFBackend.from_pretrained(tiny_models.student)
-    teacher = HFBackend.from_pretrained(tiny_models.teacher)
-    tok = load_tokenizer(tiny_models.student)
-    trajs = []
-    for i in range(6):
-        turns = []
-        for k in range(3):
-            prompt = encode_user_turn(tok, f"Task: put apple {i % 2} in fridge. Step {k + 1}. Actions: look")
-            listed = None
-            if k < 2:
-                listed = [
-                    [*tok.encode(a, add_special_tokens=False), tok.eos_token_id] for a in ACTIONS[k : k + 3 + i % 4]
-                ]
-            sampling = SamplingSettings(max_new_tokens=12, temperature=1.0, seed=10 * i + k, constrain="replies")
-            gen = student.generate([prompt], sampling, None if listed is None else [listed])[0]
-            turns.append(Turn(prompt, gen.token_ids, gen.logprobs, "", "look", "ok", listed=listed))
-        trajs.append(Trajectory(f"t{i % 2}", group=i % 2, seed=0, turns=turns, won=i % 3 == 0))
-    attach_teacher_logprobs(trajs, teacher, listed=True)
-    return SyncGroups(pad_id=tok.pad_token_id).compose(trajs)
+    return listed_batch
 
 
 def _learner(path: Path, objective: str, budget: int, **params: object) -> Learner:
@@ -68,6 +36,11 @@ def _learner(path: Path, objective: str, budget: int, **params: object) -> Learn
         ObjectiveConfig(name=objective, params={"kl_over": "replies", **params}),
         OptimConfig(lr=3e-2, micro_batch_tokens=budget),
     )
+
+
+def _no_weights(batch: TokenBatch) -> torch.Tensor:
+    """Token loss weights for a call without the RL term (unused there)."""
+    return torch.zeros(batch.loss_mask.shape, dtype=torch.float64)
 
 
 def _reference_kl(
@@ -126,7 +99,7 @@ def test_the_learners_gradient_is_the_mean_kl_over_plain_forwards(
     assert batch.listed is not None
     learner = _learner(tiny_models.student, "opd", budget=64, reply_kl=direction)  # several chunks
     assert len(list(batch.listed.chunks(64))) > 3
-    metrics = learner._listed_kl_backward(batch.listed, weight=0.7)
+    metrics = learner._listed_backward(batch, _no_weights(batch), kl_weight=0.7, rl_replies=False)
     got = [p.grad.clone() for p in learner.model.parameters()]
     learner.model.zero_grad(set_to_none=True)
     reference = _reference_kl(learner.model, batch.listed, direction)
@@ -208,8 +181,8 @@ def test_atod_weighs_each_listed_turns_kl_by_its_tdur_weight(tiny_models: TinyMo
     assert get_objective("opd").listed_turn_weights(batch, build_config("opd", {"kl_over": "replies"})) is None
 
     learner = _learner(tiny_models.student, "atod", budget=64)
-    weighted = dataclasses.replace(batch.listed, weights=weights.tolist())
-    metrics = learner._listed_kl_backward(weighted, weight=0.7)
+    weighted = dataclasses.replace(batch, listed=dataclasses.replace(batch.listed, weights=weights.tolist()))
+    metrics = learner._listed_backward(weighted, _no_weights(batch), kl_weight=0.7, rl_replies=False)
     got = [p.grad.clone() for p in learner.model.parameters()]
     learner.model.zero_grad(set_to_none=True)
     (0.7 * _reference_kl(learner.model, batch.listed, weights=weights)).backward()
