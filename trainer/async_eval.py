@@ -53,8 +53,8 @@ class AsyncEvaluator:
         """Evaluate the policy with `weights` (the learner's after update `step`, as published) when free."""
         self._requests.put((step, weights))
 
-    def _play(self, tasks: list[tuple[str, int]], sampling: SamplingSettings) -> Any:
-        return self.executor.call(self.worker, RolloutWorker.run, tasks, sampling, 1)
+    def _play(self, tasks: list[tuple[str, int]], sampling: SamplingSettings, samples: int) -> Any:
+        return self.executor.call(self.worker, RolloutWorker.run, tasks, sampling, samples)
 
     def _run(self) -> None:
         try:

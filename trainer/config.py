@@ -551,12 +551,18 @@ class EvalConfig(_Section):
 
     temperature: float = Field(0.4, gt=0, description="Sampling temperature at evaluation (ATOD: 0.4).")
     num_tasks: int = Field(20, ge=1, description="Held-out tasks evaluated.")
+    samples: int = Field(
+        1,
+        ge=1,
+        description="Episodes per held-out task at each evaluation of `every` (sampling seeds differ; the success is "
+        "the mean over every episode): more episodes, less noise between evaluations of one run.",
+    )
     every: int = Field(
         0,
         ge=0,
-        description="Every N training steps, one episode on each of the first num_tasks tasks of every held-out split "
-        "with the current weights (the async driver: the learner's, on an evaluator of its own), logged as eval/* "
-        "and plotted (0: only `trainer eval`).",
+        description="Every N training steps, `samples` episodes on each of the first num_tasks tasks of every held-out "
+        "split with the current weights (the async driver: the learner's, on an evaluator of its own), logged as "
+        "eval/* and plotted (0: only `trainer eval`).",
     )
     at_start: bool = Field(
         False,

@@ -14,7 +14,8 @@ from trainer.config import TrainerConfig
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
 from trainer.runs import TaskSource, trajectory_metrics
 
-Play = Callable[[list[tuple[str, int]], SamplingSettings], tuple[list[Trajectory], RolloutStats]]
+Play = Callable[[list[tuple[str, int]], SamplingSettings, int], tuple[list[Trajectory], RolloutStats]]
+"""`play(tasks, sampling, episodes per task)`."""
 """Plays one episode of each (task id, env seed) with the policy under evaluation."""
 
 
@@ -57,16 +58,16 @@ def outcome_metrics(trajectories: Sequence[Trajectory], stats: RolloutStats) -> 
 def play_held_out(
     config: TrainerConfig, play: Play, tasks: Mapping[str, Sequence[str]]
 ) -> tuple[dict[str, float], list[Trajectory]]:
-    """The periodic held-out protocol (sync and async drivers alike): one episode per task of every split at
-    `eval.temperature` with fixed seeds (`seed`, so successive evaluations compare); the `eval/*` metrics
-    (`combine_splits`) and every episode played."""
+    """The periodic held-out protocol (sync and async drivers alike): `eval.samples` episodes per task of every split
+    at `eval.temperature` with fixed seeds (`seed`, so successive evaluations compare); the `eval/*` metrics
+    (`combine_splits`: the success is the mean over every episode) and every episode played."""
     sampling = SamplingSettings(
         max_new_tokens=config.rollout.max_new_tokens, temperature=config.eval.temperature, seed=config.seed
     )
     played: list[Trajectory] = []
     per_split = {}
     for split, task_ids in tasks.items():
-        trajectories, stats = play([(task_id, config.seed) for task_id in task_ids], sampling)
+        trajectories, stats = play([(task_id, config.seed) for task_id in task_ids], sampling, config.eval.samples)
         played += trajectories
         per_split[split] = outcome_metrics(trajectories, stats)
     return combine_splits(per_split), played

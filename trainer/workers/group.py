@@ -116,10 +116,10 @@ class WorkerGroup:
         return self._split_over_workers(tasks, RolloutWorker.run, sampling, group_size)
 
     def play_held_out(
-        self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings
+        self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, samples: int = 1
     ) -> tuple[list[Trajectory], RolloutStats]:
-        """One episode of each task by the policy alone (`RolloutWorker.run_held_out`), split as `rollout`."""
-        return self._split_over_workers(tasks, RolloutWorker.run_held_out, sampling)
+        """`samples` episodes of each task by the policy alone (`RolloutWorker.run_held_out`), split as `rollout`."""
+        return self._split_over_workers(tasks, RolloutWorker.run_held_out, sampling, samples)
 
     def _split_over_workers(
         self, tasks: Sequence[tuple[str, int]], method: Callable[..., Played], *args: Any

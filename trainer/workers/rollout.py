@@ -56,10 +56,10 @@ class RolloutWorker:
         progress after every lock-step turn, in this process only)."""
         return self._hooked(self.rollout.run(tasks, sampling, group_size, on_turn))
 
-    def run_held_out(self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings) -> Played:
-        """One episode of each (task id, env seed) with the plain `group` strategy, whatever `rollout.strategy`
+    def run_held_out(self, tasks: Sequence[tuple[str, int]], sampling: SamplingSettings, samples: int = 1) -> Played:
+        """`samples` episodes of each (task id, env seed) with the plain `group` strategy, whatever `rollout.strategy`
         trains with: a held-out evaluation measures the policy alone (no teacher takeover, no branches)."""
-        return self._hooked(self.plain.run(tasks, sampling, 1))
+        return self._hooked(self.plain.run(tasks, sampling, samples))
 
     def play(self, phase: Callable[Concatenate[Any, P], Played], *args: P.args, **kwargs: P.kwargs) -> Played:
         """A phase of this worker's strategy beyond `run`, by reference to the strategy's own method (e.g.

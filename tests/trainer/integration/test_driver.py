@@ -118,6 +118,17 @@ def test_reply_level_grpo_trains_on_the_listed_turns_without_a_teacher(
         assert "actor/entropy" not in record  # the token pass was skipped
 
 
+def test_each_evaluation_plays_eval_samples_episodes_per_task(
+    tmp_path: Path, alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
+) -> None:
+    config = _config(
+        alfworld_config, alfworld_server, tmp_path / "run", steps=1, eval={"every": 1, "num_tasks": 2, "samples": 3}
+    )
+    assert train(config, progress=False).final_step == 1
+    (record,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert record["eval/trajectories"] == 6.0 and record["eval/success_rate"] in {i / 6 for i in range(7)}
+
+
 def test_held_out_play_is_the_policy_alone_when_training_rollouts_take_over(
     alfworld_config: Callable[..., TrainerConfig], alfworld_server: str
 ) -> None:
