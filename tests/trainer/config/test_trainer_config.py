@@ -69,6 +69,7 @@ def test_a_registered_objective_is_selectable_with_its_own_rules(monkeypatch: py
         "advantage": {"type": "str", "default": "outcome"},
         "gamma": {"type": "float", "default": 0.95},
         "omega": {"type": "float", "default": 1.0},
+        "rl_over": {"type": "RlOver", "default": "tokens"},
     }
 
 
