@@ -196,9 +196,10 @@ def read_curve(arm: Arm, seed: int, output_dir: Path, start: EvalResult, wall_s:
 def shared_baselines(
     held_out: TrainerConfig, info: dict[str, Any], target: str, out: Path, name: str = BASELINES
 ) -> Baselines:
-    """Seed-0 held-out evaluation of the warm student and the teacher, recorded in `out/name` and reused while the
-    models and the evaluation settings are the same (under `folder_lock`: made once for comparisons running side
-    by side into `out`); the comparison's own (`BASELINES`) also writes their episode pages."""
+    """Seed-0 held-out evaluation of the warm student and the teacher (`eval.samples` episodes per task, as the runs'
+    evaluations), recorded in `out/name` and reused while the models and the evaluation settings are the same (under
+    `folder_lock`: made once for comparisons running side by side into `out`); the comparison's own (`BASELINES`)
+    also writes their episode pages."""
     env = held_out.env.model_dump(mode="json", exclude={"targets"})
     key = {"eval": held_out.eval.model_dump(mode="json"), "env": env, "models": info}
     path = out / name
@@ -212,6 +213,7 @@ def shared_baselines(
                 held_out,
                 folders[role],
                 targets=[target],
+                samples=held_out.eval.samples,
                 html=out / f"episodes-{role}.html" if name == BASELINES else None,
             )
             for role in ("student", "teacher")
