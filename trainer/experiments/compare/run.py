@@ -368,7 +368,13 @@ def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, 
                 if finished is None and report_only:
                     continue
                 if finished is None and seed not in starts:
-                    starts[seed] = evaluate(held_out, held_out.models.student, targets=[server.address], seed=seed)
+                    starts[seed] = evaluate(
+                        held_out,
+                        held_out.models.student,
+                        targets=[server.address],
+                        seed=seed,
+                        samples=held_out.eval.samples,
+                    )
                 runs.append(finished or run_arm(config, arm, seed, starts[seed]))
                 print(f"compare: {arm.name} seed {seed}: held-out success {runs[-1].success[-1]:.2f}")
     machine = {
