@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Callable
 
 import pytest
 
@@ -25,27 +27,52 @@ ACTIONS = [
 ]
 
 
+def sample_trajectories(
+    tiny_models: TinyModels,
+    count: int,
+    turns: int,
+    sampling: Callable[[int, int], SamplingSettings],
+    listed: Callable[[int, int], list[str] | None] = lambda i, k: None,
+) -> list[Trajectory]:
+    """`count` trajectories (2 groups, alternating) of `turns` turns by the tiny student, turn k of trajectory i
+    sampled with `sampling(i, k)` and drawn among the replies naming `listed(i, k)` (None: free text); trajectory i
+    won when i % 3 == 0; not teacher-scored."""
+    student = HFBackend.from_pretrained(tiny_models.student)
+    tok = load_tokenizer(tiny_models.student)
+    trajs = []
+    for i in range(count):
+        made = []
+        for k in range(turns):
+            prompt = encode_user_turn(tok, f"Task: put apple {i % 2} in fridge. Step {k + 1}. Actions: look")
+            actions = listed(i, k)
+            replies = (
+                None
+                if actions is None
+                else [[*tok.encode(a, add_special_tokens=False), tok.eos_token_id] for a in actions]
+            )
+            gen = student.generate([prompt], sampling(i, k), None if replies is None else [replies])[0]
+            made.append(Turn(prompt, gen.token_ids, gen.logprobs, "", "look", "ok", listed=replies))
+        trajs.append(Trajectory(f"t{i % 2}", group=i % 2, seed=0, turns=made, won=i % 3 == 0))
+    return trajs
+
+
+@pytest.fixture(scope="module")
+def student_trajectories(tiny_models: TinyModels) -> Callable[..., list[Trajectory]]:
+    """`sample_trajectories` with the session's tiny models: `(count, turns, sampling, listed=...)`."""
+    return functools.partial(sample_trajectories, tiny_models)
+
+
 @pytest.fixture(scope="module")
 def listed_trajectories(tiny_models: TinyModels) -> list[Trajectory]:
     """6 trajectories (2 groups x 3) of 3 turns by the student: two drawn among listed replies (lists of 3-6), one
     free text; not teacher-scored."""
-    student = HFBackend.from_pretrained(tiny_models.student)
-    tok = load_tokenizer(tiny_models.student)
-    trajs = []
-    for i in range(6):
-        turns = []
-        for k in range(3):
-            prompt = encode_user_turn(tok, f"Task: put apple {i % 2} in fridge. Step {k + 1}. Actions: look")
-            listed = None
-            if k < 2:
-                listed = [
-                    [*tok.encode(a, add_special_tokens=False), tok.eos_token_id] for a in ACTIONS[k : k + 3 + i % 4]
-                ]
-            sampling = SamplingSettings(max_new_tokens=12, temperature=1.0, seed=10 * i + k, constrain="replies")
-            gen = student.generate([prompt], sampling, None if listed is None else [listed])[0]
-            turns.append(Turn(prompt, gen.token_ids, gen.logprobs, "", "look", "ok", listed=listed))
-        trajs.append(Trajectory(f"t{i % 2}", group=i % 2, seed=0, turns=turns, won=i % 3 == 0))
-    return trajs
+    return sample_trajectories(
+        tiny_models,
+        6,
+        3,
+        lambda i, k: SamplingSettings(max_new_tokens=12, temperature=1.0, seed=10 * i + k, constrain="replies"),
+        lambda i, k: ACTIONS[k : k + 3 + i % 4] if k < 2 else None,
+    )
 
 
 @pytest.fixture(scope="module")

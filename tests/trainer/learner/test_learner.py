@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,33 +15,20 @@ from trainer.batching import SyncGroups, attach_teacher_logprobs
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.learner import Learner, batch_loss_weights, micro_batches, round_up, token_logprobs
 from trainer.memory import trim_heap
-from trainer.models.loading import load_model
+from trainer.models.loading import load_model, load_tokenizer
 from trainer.models.tiny import TinyModels
 from trainer.objectives.batch import TokenBatch
-from trainer.prompts import encode_user_turn
-from trainer.rollout.types import Trajectory, Turn
+from trainer.rollout.types import Trajectory
 
 
 @pytest.fixture(scope="module")
-def batch(tiny_models: TinyModels) -> TokenBatch:
+def batch(tiny_models: TinyModels, student_trajectories: Callable[..., list[Trajectory]]) -> TokenBatch:
     """8 trajectories (2 groups x 4) of 2 turns each, sampled from the tiny student, teacher-scored."""
-    student = HFBackend.from_pretrained(tiny_models.student)
-    teacher = HFBackend.from_pretrained(tiny_models.teacher)
-    from trainer.models.loading import load_tokenizer
-
-    tok = load_tokenizer(tiny_models.student)
-    trajs = []
-    for i in range(8):
-        turns = []
-        for k in range(2):
-            prompt = encode_user_turn(tok, f"Task: put apple {i % 2} in fridge. Step {k + 1}. Actions: look")
-            gen = student.generate([prompt], SamplingSettings(max_new_tokens=6 + i, temperature=1.0, seed=100 * i + k))[
-                0
-            ]
-            turns.append(Turn(prompt, gen.token_ids, gen.logprobs, "", "look", "ok"))
-        trajs.append(Trajectory(f"t{i % 2}", group=i % 2, seed=0, turns=turns, won=i % 3 == 0))
-    attach_teacher_logprobs(trajs, teacher)
-    return SyncGroups(pad_id=tok.pad_token_id).compose(trajs)
+    trajs = student_trajectories(
+        8, 2, lambda i, k: SamplingSettings(max_new_tokens=6 + i, temperature=1.0, seed=100 * i + k)
+    )
+    attach_teacher_logprobs(trajs, HFBackend.from_pretrained(tiny_models.teacher))
+    return SyncGroups(pad_id=load_tokenizer(tiny_models.student).pad_token_id).compose(trajs)
 
 
 def _learner(path: Path, objective: str, budget: int, reduction: str | None = None) -> Learner:
