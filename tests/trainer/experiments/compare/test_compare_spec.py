@@ -87,7 +87,8 @@ def test_environment_variants_extend_the_alfworld_comparison() -> None:
 def test_the_ladder_comparison_starts_every_arm_from_the_ladders_models(tmp_path: Path) -> None:
     """atod-ladder (docs/design/046): every arm from the ALFWorld ladder's models (shipped, or made in the models
     folder), replies drawn among the listed actions, one budget, OPD's and ATOD's distillation the same forward KL
-    over the listed replies, ATOD with the paper's T-DUR; a ladder comparison makes no models."""
+    over the listed replies, GRPO's and ATOD's RL term on the replies, ATOD with the paper's T-DUR, 4 episodes a game
+    at every evaluation; a ladder comparison makes no models."""
     spec = load_spec("atod-ladder")
     shipped = SHIPPED / LADDER["alfworld"].folder
     configs = {a.name: arm_config(spec, a, 2, Path("out"), tmp_path / "empty", "127.0.0.1:1") for a in spec.arms}
@@ -97,12 +98,15 @@ def test_the_ladder_comparison_starts_every_arm_from_the_ladders_models(tmp_path
         assert config.rollout.group_size * config.rollout.tasks_per_step == 16, name
         assert config.rollout.action_match == "choice" and config.optim.ema_decay == 0 and config.seed == 2
         build_config(config.objective.name, config.objective.params)  # a valid objective config
+    assert all(config.eval.samples == 4 for config in configs.values())
     distillation = {"kl_over": "replies", "reply_kl": "forward"}
-    assert configs["opd"].objective.params == distillation and configs["grpo"].objective.params == {}
+    assert configs["opd"].objective.params == distillation
+    assert configs["grpo"].objective.params == {"rl_over": "replies"}  # the RL term on the sampled policy (note 047)
     atod = build_config("atod", configs["atod"].objective.params)
-    assert (atod.kl_over, atod.reply_kl, atod.tdur, atod.anneal, atod.coef_anneal_steps) == (
+    assert (atod.kl_over, atod.reply_kl, atod.rl_over, atod.tdur, atod.anneal, atod.coef_anneal_steps) == (
         "replies",
         "forward",
+        "replies",
         "turn",
         True,
         150,
