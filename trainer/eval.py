@@ -33,6 +33,8 @@ class EvalResult:
     task_success: tuple[float, ...] = ()
     """Success of each task (mean over its `samples` episodes), in task order: what a bootstrap over tasks resamples."""
     per_split: dict[str, dict[str, float]] = field(default_factory=dict)
+    samples: int = 1
+    """Episodes played on each task."""
     """With several held-out splits, each split's success_rate, mean_turns, invalid_turn_ratio and tasks; the
     fields above are then their mean (each split weighs the same) and `split` names them joined by '+'."""
 
@@ -107,6 +109,7 @@ def evaluate(
         matched_turn_ratio=mean["mean/matched_turn_ratio"],
         task_success=tuple(task_success),
         per_split=per_split if len(per_split) > 1 else {},
+        samples=samples,
     )
 
 

@@ -262,6 +262,10 @@ def _sft_line(name: str, info: dict[str, Any]) -> str:
     )
 
 
+def _episodes(samples: int) -> str:
+    return "one episode" if samples == 1 else f"{samples} episodes"
+
+
 def _models_line(models: dict[str, Any]) -> str:
     """Where the starting models came from: the SFT runs that made them, or their model ladder."""
     if "ladder" in models:
@@ -312,8 +316,8 @@ Every arm: the same starting student and teacher (tiny models, `{spec.base}`), e
 **{spec.env}** on one local server, the same training tasks, {spec.seeds} seeds (0..{spec.seeds - 1}: task order and
 sampling), {spec.steps} learner steps and {_lr_sentence(spec, measured)}.
 Rollout budget: {spec.budget}
-Held-out: one episode on each of the first {spec.eval_tasks} tasks of the eval split every {spec.eval_every} steps,
-temperature 0.4, fixed seeds.
+Held-out: {_episodes(s.samples)} on each of the first {spec.eval_tasks} tasks of the eval split
+every {spec.eval_every} steps, temperature 0.4, fixed seeds.
 
 {_models_line(baselines.models)}
 Starting points (seed 0): **teacher {t.success_rate:.2f}** held-out success ({t.mean_turns:.1f} turns),

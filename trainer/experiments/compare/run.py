@@ -204,7 +204,8 @@ def shared_baselines(
     key = {"eval": held_out.eval.model_dump(mode="json"), "env": env, "models": info}
     path = out / name
     with folder_lock(out):
-        if path.is_file() and (record := json.loads(path.read_text()))["key"] == key:
+        record = json.loads(path.read_text()) if path.is_file() else {}
+        if record.get("key") == key and "samples" in record["student"]:  # (records before `samples`: made again)
             return Baselines(EvalResult(**record["student"]), EvalResult(**record["teacher"]), info)
         assert held_out.models.teacher is not None, "every comparison has a teacher"
         folders = {"student": held_out.models.student, "teacher": held_out.models.teacher}

@@ -160,13 +160,14 @@ def test_report_gives_the_cost_to_target_and_the_speedups(tmp_path: Path) -> Non
         (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         runs.append(ArmRun(arm, seed, [0, 2, 4], [0.07, *success], [30.0] * 3, [0, 1, 2], 1.0, 60.0))
     baselines = Baselines(
-        student=EvalResult("s", "valid_seen", 35, 0.07, 29.0, 0.0, 5.0),
-        teacher=EvalResult("t", "valid_seen", 35, 0.84, 12.0, 0.0, 5.0),
+        student=EvalResult("s", "valid_seen", 35, 0.07, 29.0, 0.0, 5.0, samples=4),
+        teacher=EvalResult("t", "valid_seen", 35, 0.84, 12.0, 0.0, 5.0, samples=4),
         models={"ladder": "alfworld", "folder": "shipped", "reused": True, "record": {"spec": LADDER_SPEC}},
     )
     machine = {"wall_s": 60.0, "cpus": 2, "load_start": (1.0, 1.0, 1.0), "load_end": (1.0, 1.0, 1.0)}
     text = write_report(spec, Measured(baselines, runs, machine, [], None), tmp_path, "default size").read_text()
     assert "the alfworld model ladder's" in text and "teacher 128 x 2; student 64 x 2" in text
+    assert "Held-out: 4 episodes on each of the first" in text
     rows = {line.split(" |")[0].strip("| "): line for line in text.splitlines() if "of 2 |" in line}
     assert rows["opd-async"] == "| opd-async | 2 of 2 | 4 | 400 | 8 | 1.00x (2 seeds) | 1.00x (2 seeds) |"
     assert rows["divopd-focus"] == "| divopd-focus | 1 of 2 | 2 | 200 | 2 | 2.00x (1 seeds) | 4.00x (1 seeds) |"
