@@ -215,6 +215,8 @@ class Learner:
         start = time.perf_counter()
         self._trim_heap(0)
         batch = batch.to(self.device)
+        if batch.listed is not None:  # turns of similar lengths share a chunk: less padding (every use maps by turn id)
+            batch = dataclasses.replace(batch, listed=batch.listed.by_length())
         recompute_metrics: dict[str, float] = {}
         if self.separate_recompute:
             batch, recompute_metrics = self.recompute_old_logprobs(batch)

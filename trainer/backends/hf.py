@@ -27,7 +27,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from trainer.backends.base import AllowedReplies, FinishReason, Generation, SamplingSettings
 from trainer.backends.constraint import ReplyConstraint, choose_reply, constraints_for, mask_disallowed
 from trainer.backends.kv_store import KVEntry, KVStore, batch_cache, split_cache
-from trainer.backends.listed import listed_reply_token_logprobs
+from trainer.backends.listed import listed_reply_token_logprobs, packed_length
 from trainer.backends.padding import left_pad
 from trainer.backends.sampling import sample_next
 from trainer.models.loading import load_model, load_tokenizer
@@ -292,13 +292,18 @@ class HFBackend:
     @torch.inference_mode()
     def score_replies(self, prompts: list[list[int]], replies: list[list[list[int]]]) -> list[list[list[float]]]:
         """The log-prob of every token of each listed reply of each prompt (reply-level OPD's teacher side,
-        `trainer.backends.listed`; a reply's total is their sum), `batch_size` prompts at a time."""
+        `trainer.backends.listed`; a reply's total is their sum), `batch_size` prompts at a time, shortest first
+        (a batch pads to its longest turn)."""
         self._check_weights()
-        scores: list[list[list[float]]] = []
-        for start in range(0, len(prompts), self.batch_size):
-            stop = start + self.batch_size
-            part = listed_reply_token_logprobs(self.model, prompts[start:stop], replies[start:stop], self.pad_token_id)
-            scores += [[tokens.tolist() for tokens in listed] for listed in part]
+        order = sorted(range(len(prompts)), key=lambda i: packed_length(prompts[i], replies[i]))
+        scores: list[list[list[float]]] = [[] for _ in prompts]
+        for start in range(0, len(order), self.batch_size):
+            part = order[start : start + self.batch_size]
+            scored = listed_reply_token_logprobs(
+                self.model, [prompts[i] for i in part], [replies[i] for i in part], self.pad_token_id
+            )
+            for i, listed in zip(part, scored, strict=True):
+                scores[i] = [tokens.tolist() for tokens in listed]
         return scores
 
     def _score_spans(self, leaf_rows: list[list[int]], spans: list[tuple[int, int, int, int]]) -> list[list[float]]:

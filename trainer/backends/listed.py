@@ -52,6 +52,11 @@ def listed_reply_token_logprobs(
     return grouped
 
 
+def packed_length(prompt: Sequence[int], replies: Sequence[Sequence[int]]) -> int:
+    """The tokens of one turn packed for scoring: its prompt and all its listed replies (a row's width)."""
+    return len(prompt) + sum(len(reply) for reply in replies)
+
+
 def _reply_token_logprobs(
     model: PreTrainedModel,
     prompts: Sequence[Sequence[int]],
@@ -83,7 +88,7 @@ class _Packed:
     def __init__(
         self, prompts: Sequence[Sequence[int]], replies: Sequence[Sequence[Sequence[int]]], pad_token_id: int
     ) -> None:
-        lengths = [len(p) + sum(len(r) for r in listed) for p, listed in zip(prompts, replies, strict=True)]
+        lengths = [packed_length(p, listed) for p, listed in zip(prompts, replies, strict=True)]
         width = max(lengths)
         self.ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
         self.positions = torch.zeros((len(prompts), width), dtype=torch.long)

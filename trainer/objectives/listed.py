@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 
 import torch
 
+from trainer.backends.listed import packed_length
 from trainer.errors import BatchError
 
 ReplyKl = Literal["reverse", "forward"]
@@ -69,9 +70,16 @@ class ListedTurns:
 
     def having(self, turn_ids: set[int]) -> ListedTurns:
         """The listed turns among `turn_ids`, in order."""
-        keep = [i for i, turn in enumerate(self.turn_ids) if turn in turn_ids]
+        return self._picked([i for i, turn in enumerate(self.turn_ids) if turn in turn_ids])
+
+    def by_length(self) -> ListedTurns:
+        """The same turns, shortest first (prompt and listed replies' tokens), so that `chunks` packs turns of
+        similar lengths together and pads little (a trajectory's turns grow with its history)."""
+        return self._picked(sorted(range(len(self)), key=lambda i: packed_length(self.prompts[i], self.replies[i])))
+
+    def _picked(self, indices: list[int]) -> ListedTurns:
         picked: dict[str, Any] = {
-            f.name: None if (values := getattr(self, f.name)) is None else [values[i] for i in keep]
+            f.name: None if (values := getattr(self, f.name)) is None else [values[i] for i in indices]
             for f in dataclasses.fields(self)
         }
         return ListedTurns(**picked)

@@ -82,6 +82,10 @@ def test_score_replies_is_the_scorer_without_gradients_token_by_token(
     with torch.no_grad():
         expected = listed_reply_logprobs(model, prompts, lists, tokenizer.pad_token_id)
     got = backend.score_replies(prompts, lists)
+    shortest_first = HFBackend(model, eos_token_ids=[], pad_token_id=tokenizer.pad_token_id, batch_size=3)
+    for batched, whole in zip(shortest_first.score_replies(prompts, lists), got, strict=True):  # batches of 3
+        for a, b in zip(batched, whole, strict=True):  # of the turns shortest first, in the prompts' order
+            torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-5, rtol=0)
     assert [[len(tokens) for tokens in s] for s in got] == [[len(reply) for reply in r] for r in lists]
     for scores, want, prompt, replies in zip(got, expected, prompts, lists, strict=True):
         torch.testing.assert_close(torch.tensor([sum(tokens) for tokens in scores]), want, atol=1e-5, rtol=0)

@@ -154,6 +154,29 @@ def test_mini_batches_take_their_own_rows_listed_turns(tiny_models: TinyModels, 
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_the_listed_turns_order_does_not_change_a_step(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    """The learner takes the listed turns shortest first (less padding per chunk): ATOD's step (KL, T-DUR weights,
+    reply-level RL, 2 mini-batches, small chunks) is the same from the turns in any order."""
+    assert batch.listed is not None and len(batch.listed) > 2
+    listed = batch.listed.by_length()
+    lengths = [len(p) + sum(map(len, r)) for p, r in zip(listed.prompts, listed.replies, strict=True)]
+    assert lengths == sorted(lengths) and sorted(listed.turn_ids) == sorted(batch.listed.turn_ids)
+    teacher = dict(zip(batch.listed.turn_ids, batch.listed.teacher_scores(), strict=True))
+    assert [teacher[turn] for turn in listed.turn_ids] == listed.teacher_scores()  # every field moved with its turn
+    reversed_turns = dataclasses.replace(batch, listed=listed._picked(list(range(len(listed)))[::-1]))
+    results = []
+    for order in (batch, reversed_turns):
+        learner = _learner(tiny_models.student, "atod", budget=96, rl_over="replies", kl_over="replies")
+        learner.optim = learner.optim.model_copy(update={"mini_batches": 2})
+        results.append((learner.step(order), list(learner.model.parameters())))
+    (first, first_weights), (second, second_weights) = results
+    for name, value in first.items():
+        if name != "learner/step_s":
+            assert second[name] == pytest.approx(value, rel=1e-5, abs=1e-7), name
+    for a, b in zip(first_weights, second_weights, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_atod_weighs_the_kl_by_kappa(batch: TokenBatch) -> None:
     spec = get_objective("atod")
     config = build_config("atod", {"kl_over": "replies", "tdur": "none", "coef_anneal_steps": 10})
