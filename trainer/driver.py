@@ -9,6 +9,7 @@ With `divopd.enabled` the run is asynchronous instead (`trainer.async_driver`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -80,8 +81,10 @@ def plain_step(
     trajectories, stats = workers.rollout(tasks, sampling)
     metrics = {**stats.as_metrics(), **trajectory_metrics(trajectories)}
     if get_objective(config.objective.name).needs_teacher:
+        start = time.perf_counter()
         trajectories, scored = workers.score(trajectories)
         metrics["teacher/tokens_scored"] = float(scored)
+        metrics["teacher/wall_s"] = time.perf_counter() - start
     return trajectories, metrics
 
 

@@ -43,7 +43,7 @@ def test_atod_run_logs_diagnostics_checkpoints_and_resumes(
     assert records[0]["hybrid/kl_coef"] == pytest.approx(1.0) and records[1]["hybrid/kl_coef"] == pytest.approx(0.55)
     assert records[0]["hybrid/rl_coef"] == pytest.approx(0.1) and records[1]["hybrid/rl_coef"] == pytest.approx(0.55)
     for key in ("tdur/active_ratio", "tdur/mean_weight", "tdur/gap_mean", "actor/entropy",
-                "rollout/success_rate", "rollout/mean_turns", "teacher/tokens_scored"):  # fmt: skip
+                "rollout/success_rate", "rollout/mean_turns", "teacher/tokens_scored", "teacher/wall_s"):  # fmt: skip
         assert key in records[0], key
     assert 0.0 <= records[0]["tdur/mean_weight"] <= 1.0
     # held-out evaluation every 2 steps; every plotted panel is a logged metric
