@@ -312,7 +312,7 @@ def write_report(spec: CompareSpec, measured: Measured, out: Path, size: str) ->
     load_end = ", ".join(f"{x:.1f}" for x in machine["load_end"])
     text = f"""# Comparison `{spec.name}` ({size})
 
-Every arm: the same starting student and teacher (tiny models, `{spec.base}`), environment
+Every arm: the same starting student and teacher (`{spec.base}`; the models below), environment
 **{spec.env}** on one local server, the same training tasks, {spec.seeds} seeds (0..{spec.seeds - 1}: task order and
 sampling), {spec.steps} learner steps and {_lr_sentence(spec, measured)}.
 Rollout budget: {spec.budget}
