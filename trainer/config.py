@@ -101,8 +101,13 @@ class BackendConfig(_Section):
         description="hf backend: attention of the decode steps (one new token a row). `eager`: transformers' eager "
         "attention there, the model's own (SDPA) for the prefill and scoring (SmolLM2 in bf16 on the CPU: a decode "
         "step 232 ms against 507 ms with SDPA, whose prefill is 2.6x faster; docs/design/029, 033); `model`: the "
-        "model's own throughout.",
+        "model's own throughout. On the H200 (Qwen3-1.7B shape, batch 64, 512-token prompts, bf16) `eager` is 2.7x "
+        "faster too: 26.7 ms a decode step against 73.3 ms (docs/results/gpu-check-2026-12-04).",
     )
+
+    def decode_attention_impl(self) -> str | None:
+        """The hf backend's `decode_attention` argument: None for the model's own attention."""
+        return None if self.decode_attention == "model" else self.decode_attention
 
 
 class PrecisionConfig(_Section):

@@ -125,3 +125,5 @@ def test_the_config_switch_reaches_the_backend(tiny_models: TinyModels) -> None:
     assert next(off.model.parameters()).dtype == torch.float32 and off.kv_store is None
     assert build(prompt={"context": "full"}, backend={"device": "cpu", "kv_cache_mb": 0}).kv_store is None
     assert next(build(precision={"cpu_bf16": True}).model.parameters()).dtype == torch.bfloat16  # YAML's bare `on`
+    assert off.decode_attention == "eager"  # `backend.decode_attention`'s default, also on CUDA (gpu-check)
+    assert build(backend={"device": "cpu", "decode_attention": "model"}).decode_attention is None

@@ -109,9 +109,9 @@ class HFBackend:
         self.kv_store = KVStore(int(kv_cache_mb * 1024 * 1024)) if kv_cache_mb > 0 else None
         """Keys and values kept between `generate` calls (None: off)."""
         self.decode_attention = decode_attention
+        """Attention implementation of the decode steps (`backend.decode_attention`; None: the model's own)."""
         self._dropped: list[tuple[torch.nn.Parameter, torch.Size]] | None = None
         """The parameters a level-2 `sleep` freed, with their shapes, until `update_weights` (None: loaded)."""
-        """Attention implementation of the decode steps (`backend.decode_attention`; None: the model's own)."""
         self.memory_events: deque[str] = deque(maxlen=64)
         """The latest sleep / wake / weight-load calls, in order (the colocated schedule, docs/gpu.md)."""
 

@@ -11,9 +11,9 @@ cast to bf16 and given IPC handles, as `LearnerWorker.export_ipc`): seconds and 
 exported parameter: a tied embedding is exported under both its names) against the memory bandwidth, and
 the memory its copies still hold after `release` (no process opens the shares here, so CUDA cannot free
 them: they end with the process).
-`generation`: the hf backend at batch `batch` (`prompt_tokens` random prompt tokens, `new_tokens` new ones,
-bf16): tokens/s, the bytes each decode step reads (bf16 weights plus the KV cache) against the bandwidth, and
-its peak memory.
+`generation`: the hf backend as training builds it (`backend.decode_attention`'s default) at batch `batch`
+(`prompt_tokens` random prompt tokens, `new_tokens` new ones, bf16): tokens/s, the bytes each decode step
+reads (bf16 weights plus the KV cache) against the bandwidth, and its peak memory.
 
 The figures go to PATH (JSON, rewritten atomically) as each is measured: the learner's before the export
 starts; on an error `"error"` says what broke (the traceback is in the stage's log).
@@ -161,12 +161,14 @@ def learner_and_export(shape: ModelShape, sizes: Sizes, device: str, figures: Fi
 
 def generation(shape: ModelShape, sizes: Sizes, device: str, figures: Figures) -> None:
     from trainer.backends import HFBackend, SamplingSettings
+    from trainer.config import BackendConfig
 
     inject(f"{shape.name}/generation")
     log(f"{shape.name}: hf generation at batch {sizes.batch}")
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = random_lm(shape, device=device, dtype=dtype)
-    backend = HFBackend(model, eos_token_ids=[], pad_token_id=0, batch_size=sizes.batch)
+    attention = BackendConfig.model_validate({}).decode_attention_impl()
+    backend = HFBackend(model, eos_token_ids=[], pad_token_id=0, batch_size=sizes.batch, decode_attention=attention)
     gen = torch.Generator().manual_seed(0)
     prompts = torch.randint(3, shape.vocab, (sizes.batch, sizes.prompt_tokens), generator=gen).tolist()
     backend.generate(prompts[:4], SamplingSettings(max_new_tokens=4, seed=0))  # warm-up

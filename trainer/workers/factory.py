@@ -77,7 +77,7 @@ def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBacke
         dtype=model_dtype(config.precision.cpu_bf16, device),
         stop=stop,
         kv_cache_mb=config.backend.kv_cache_mb if config.prompt.context == "full" else 0,
-        decode_attention=None if config.backend.decode_attention == "model" else config.backend.decode_attention,
+        decode_attention=config.backend.decode_attention_impl(),
     )
 
 
