@@ -260,8 +260,10 @@ def run_arm(config: TrainerConfig, arm: Arm, seed: int, start: EvalResult) -> Ar
 
 
 def _settings(config: dict[str, Any]) -> dict[str, Any]:
-    """A dumped config without the server address (each compare starts its own server on a free port)."""
-    return {**config, "env": {k: v for k, v in config.get("env", {}).items() if k != "targets"}}
+    """A dumped config without where it ran: the server address (each compare starts its own server on a free port)
+    and the output folder (a comparison's folder, moved or copied, keeps its runs)."""
+    env = {k: v for k, v in config.get("env", {}).items() if k != "targets"}
+    return {**{k: v for k, v in config.items() if k != "output_dir"}, "env": env}
 
 
 def _recorded(config: dict[str, Any]) -> dict[str, Any]:

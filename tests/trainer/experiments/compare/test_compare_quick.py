@@ -82,6 +82,8 @@ def test_quick_long_comparison_searches_learning_rates_then_resumes(
         assert run["steps"] == [0, 2]
     assert [r["steps"] for r in json.loads((out / "runs.json").read_text())["runs"]] == [[0, 2, 4]] * 2
     capsys.readouterr()
+    out = out.rename(tmp_path / "moved")  # a moved comparison keeps its runs
+    argv[argv.index("--out") + 1] = str(out)
     assert main([*argv, "--arms", "opd,atod", "--size", "steps=6"]) == 0  # longer: the same runs continue
     printed = capsys.readouterr().out
     assert printed.count("compare: reusing the finished run") == 2 * len(spec.lr_values)  # the search is kept
