@@ -140,9 +140,10 @@ gpu-check: $(if $(filter cpu,$(DEVICE)),setup)
 gpu-wheels:
 	$(PY) -m trainer.gpucheck.wheels download .gpu-wheels
 
-## The test command (CI runs exactly this).
+## The test command (CI runs exactly this). -X faulthandler: a crash, also after the session, prints every thread's stack
+## (tests/conftest.py says how the process exits).
 test: setup $(SMOLLM2_STAMP) check-protos lint test-adapters test-vllm-cpu
-	$(BIN)/python -m pytest -q -m 'not gpu and not bench and not vllm_cpu'
+	$(BIN)/python -X faulthandler -m pytest -q -m 'not gpu and not bench and not vllm_cpu'
 
 lint: setup buf
 	$(BIN)/python -m envhub.tools.lint_protos
