@@ -117,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="the config's few-minute size (noisy numbers)")
     p.add_argument("--seeds", type=int, help="seeds per arm (default: the config's)")
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        help="train seeds from this one on (default 0): one process per seed into one --out, then --report-only",
+    )
     p.add_argument("--out", help="output folder (default: runs/compare-<config>[-quick])")
     p.add_argument(
         "--models",
@@ -243,6 +248,8 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--size takes FIELD=N (an integer): {args.size}") from exc
         if args.seeds:
             sizes["seeds"] = args.seeds
+        if args.first_seed is not None:
+            sizes["first_seed"] = args.first_seed
         out = args.out or default_out
         compare(args.config, out, args.models, quick=args.quick, sizes=sizes, arms=arms, report_only=args.report_only)
         return 0

@@ -310,10 +310,11 @@ def write_report(spec: CompareSpec, measured: Measured, out: Path, size: str) ->
     load = ", ".join(f"{x:.1f}" for x in machine["load_start"])
     minutes = machine["wall_s"] / 60
     load_end = ", ".join(f"{x:.1f}" for x in machine["load_end"])
+    seeds = f"{spec.seed_range.start}..{spec.seed_range.stop - 1}"
     text = f"""# Comparison `{spec.name}` ({size})
 
 Every arm: the same starting student and teacher (`{spec.base}`; the models below), environment
-**{spec.env}** on one local server, the same training tasks, {spec.seeds} seeds (0..{spec.seeds - 1}: task order and
+**{spec.env}** on one local server, the same training tasks, {spec.seeds} seeds ({seeds}: task order and
 sampling), {spec.steps} learner steps and {_lr_sentence(spec, measured)}.
 Rollout budget: {spec.budget}
 Held-out: {_episodes(s.samples)} on each of the first {spec.eval_tasks} tasks of the eval split

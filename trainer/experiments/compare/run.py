@@ -362,7 +362,7 @@ def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, 
         search, search_baselines = search_learning_rates(spec, out, models, server.address, info, report_only)
         chosen = {result.arm: result.chosen for result in search}
         starts = {0: baselines.student}  # the student's start under each seed's eval seed, evaluated when needed
-        for seed in range(spec.seeds):  # seed-major: a stopped comparison has every arm at the first seeds
+        for seed in spec.seed_range:  # seed-major: a stopped comparison has every arm at the first seeds
             for arm in spec.arms:
                 if spec.lr_values and arm.name not in chosen:
                     continue  # its search did not finish (report_only)

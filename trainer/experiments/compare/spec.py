@@ -14,6 +14,7 @@ from trainer.config import ConfigError
 SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "compare"
 SIZE_FIELDS = (
     "seeds",
+    "first_seed",
     "steps",
     "eval_every",
     "eval_tasks",
@@ -52,6 +53,8 @@ class CompareSpec:
     """The learning rate of every arm when there is no search (`lr_values` empty)."""
     budget: str
     """Which rollout budget the arms match, in words (written into the report)."""
+    first_seed: int = 0
+    """The first of the `seeds` consecutive seeds trained (one process per seed into one folder: `--first-seed`)."""
     expert_tasks: int = 0
     teacher_sft_steps: int = 0
     student_sft_steps: int = 0
@@ -87,6 +90,11 @@ class CompareSpec:
     resumable: bool = False
     """Checkpoint every `eval_every` steps and continue a stopped arm x seed from its newest checkpoint (long
     comparisons); otherwise a stopped run starts again."""
+
+    @property
+    def seed_range(self) -> range:
+        """The seeds each arm trains."""
+        return range(self.first_seed, self.first_seed + self.seeds)
 
     @property
     def lr_search_budget(self) -> int:
@@ -128,6 +136,8 @@ class CompareSpec:
                 f"{where}: expert_tasks, teacher_sft_steps and student_sft_steps (the models made when "
                 "missing) are needed without `ladder`"
             )
+        if self.seeds < 1 or self.first_seed < 0:
+            raise ConfigError(f"{where}: seeds must be >= 1 and first_seed >= 0")
         if self.steps % self.eval_every:
             raise ConfigError(f"{where}: steps ({self.steps}) must be a multiple of eval_every ({self.eval_every})")
         if self.lr_values:

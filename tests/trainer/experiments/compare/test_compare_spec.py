@@ -60,9 +60,13 @@ def test_atod_ablation_arms_share_one_budget(comparison: str) -> None:
     assert quick.steps < spec.steps and quick.seeds == 3 and quick.lr == spec.lr
     assert [a.name for a in quick.arms] == ["grpo", "branchopd"]
     assert spec.sized(False, {"steps": 4, "eval_every": 2}).steps == 4
+    assert spec.seed_range == range(spec.seeds)
+    assert spec.sized(False, {"seeds": 1, "first_seed": 2}).seed_range == range(2, 3)  # one process per seed
+    with pytest.raises(ConfigError, match="first_seed >= 0"):
+        spec.sized(False, {"first_seed": -1})
     with pytest.raises(ConfigError, match="unknown arms"):
         spec.sized(False, arms=["nope"])
-    with pytest.raises(ConfigError, match="only seeds, steps"):
+    with pytest.raises(ConfigError, match="only seeds, first_seed, steps"):
         spec.sized(False, {"lr": 1})
     with pytest.raises(ConfigError, match="multiple of eval_every"):
         spec.sized(False, {"steps": 5})
