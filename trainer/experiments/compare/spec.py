@@ -114,7 +114,10 @@ class CompareSpec:
         spec = replace(self, **self.quick) if quick else self
         spec = replace(spec, **explicit)
         if arms:
-            spec = replace(spec, arms=tuple(a for a in spec.arms if a.name in arms))
+            # a subset without the baseline arm (one process per arm) trains without the speed-ups; the report over
+            # the whole folder (`--report-only`) has them
+            baseline = spec.baseline_arm if spec.baseline_arm in arms else ""
+            spec = replace(spec, arms=tuple(a for a in spec.arms if a.name in arms), baseline_arm=baseline)
         return spec.checked(f"{self.name} sized")
 
     def checked(self, where: str) -> CompareSpec:

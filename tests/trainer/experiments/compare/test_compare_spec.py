@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from trainer.branching.plugin import fork_config
-from trainer.config import ConfigError
-from trainer.experiments.compare import load_spec
+from trainer.config import ConfigError, TrainerConfig
+from trainer.experiments.compare import CompareSpec, load_spec
 from trainer.experiments.compare.run import arm_config, model_folders
 from trainer.objectives.registry import build_config, get_objective
 from trainer.quickstart.models import SHIPPED
@@ -146,6 +146,9 @@ def test_the_divopd_ladder_comparison_differs_by_the_reader_alone() -> None:
         assert config.objective.params == {"kl_over": "replies", "reply_kl": "forward"}
     assert configs["divopd-focus-takeover"].rollout.strategy == "recovery"
     assert (spec.target, spec.baseline_arm) == (0.5, "opd-async")
+    # one process per arm: an arm trained without the baseline arm has no speed-ups to compute (the whole report has)
+    assert spec.sized(False, arms=["divopd-focus"]).baseline_arm == ""
+    assert spec.sized(False, arms=["opd-async", "divopd-focus"]).baseline_arm == "opd-async"
     assert {configs[name].rollout.strategy for name in readers if name != "divopd-focus-takeover"} == {"group"}
     assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= set(configs)
 
@@ -161,6 +164,19 @@ def test_the_branchopd_ladder_comparison_branches_from_snapshots() -> None:
     for config in configs.values():
         assert config.objective.params == {"kl_over": "replies", "reply_kl": "forward"}
         assert config.rollout.action_match == "choice" and config.optim.ema_decay == 0
+
+
+def test_the_branchopd_batch_ablation_reuses_the_comparisons_runs() -> None:
+    ladder, batch = load_spec("branchopd-ladder"), load_spec("branchopd-ladder-batch")
+
+    def configs(spec: CompareSpec) -> dict[str, TrainerConfig]:
+        return {a.name: arm_config(spec, a, 0, Path("out"), Path("none"), "127.0.0.1:1") for a in spec.arms}
+
+    ladder_configs, batch_configs = configs(ladder), configs(batch)
+    for name in ("opd", "branchopd"):
+        assert batch_configs[name] == ladder_configs[name]
+    wide = batch_configs["branchopd-t8"]
+    assert wide.rollout.tasks_per_step == 8 and fork_config(wide) == fork_config(batch_configs["branchopd"])
 
 
 def test_extends_replaces_whole_keys_and_refuses_loops(tmp_path: Path) -> None:
