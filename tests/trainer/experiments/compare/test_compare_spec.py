@@ -136,6 +136,7 @@ def test_the_divopd_ladder_comparison_differs_by_the_reader_alone() -> None:
     readers = {name: config.divopd.reader for name, config in configs.items()}
     assert readers == {
         "opd-async": "vanilla",
+        "divopd": "divopd",
         "divopd-base": "divopd-base",
         "divopd-focus": "divopd-focus",
         "divopd-focus-takeover": "divopd-focus",
