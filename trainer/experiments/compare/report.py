@@ -306,7 +306,10 @@ def write_report(spec: CompareSpec, measured: Measured, out: Path, size: str) ->
         )
     s, t = baselines.student, baselines.teacher
     gap = "clearly above" if t.success_rate >= s.success_rate + 0.1 else "NOT clearly above (comparison is weak)"
-    links = ", ".join(f"[{name}](runs/{name}/seed0/episodes/step_{spec.steps:06d}.html)" for name in arms)
+    at_seed0 = {r.arm for r in runs if r.seed == 0}  # an arm that did not run has no episodes to link
+    links = ", ".join(
+        f"[{name}](runs/{name}/seed0/episodes/step_{spec.steps:06d}.html)" for name in arms if name in at_seed0
+    )
     load = ", ".join(f"{x:.1f}" for x in machine["load_start"])
     minutes = machine["wall_s"] / 60
     load_end = ", ".join(f"{x:.1f}" for x in machine["load_end"])

@@ -172,6 +172,7 @@ def test_report_gives_the_cost_to_target_and_the_speedups(tmp_path: Path) -> Non
     assert rows["opd-async"] == "| opd-async | 2 of 2 | 4 | 400 | 8 | 1.00x (2 seeds) | 1.00x (2 seeds) |"
     assert rows["divopd-focus"] == "| divopd-focus | 1 of 2 | 2 | 200 | 2 | 2.00x (1 seeds) | 4.00x (1 seeds) |"
     assert rows["divopd-base"] == "| divopd-base | 0 of 2 | - | - | - | - | - |"
+    assert "runs/divopd-focus/seed0/episodes/" in text and "runs/divopd-focus-takeover/" not in text  # not run
     with pytest.raises(ConfigError, match="needs a `target`"):
         replace(sized, target=None).checked("test")
 
