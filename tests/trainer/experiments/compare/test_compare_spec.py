@@ -154,6 +154,22 @@ def test_the_divopd_ladder_comparison_differs_by_the_reader_alone() -> None:
     assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= set(configs)
 
 
+def test_the_divopd_load_comparison_differs_from_divopd_ladder_by_the_producer_load() -> None:
+    low, high = load_spec("divopd-ladder"), load_spec("divopd-ladder-load")
+    out, models, target = Path("out"), Path("none"), "127.0.0.1:1"
+    low_configs = {a.name: arm_config(low, a, 0, out, models, target) for a in low.arms}
+    for arm in high.arms:
+        config = arm_config(high, arm, 0, out, models, target)
+        # 16 trajectories an update arrive (Table 2's High rollout batch) for the same 64 rows taken
+        assert config.divopd.producers * config.rollout.tasks_per_step * config.rollout.group_size == 16
+        same_reader = low_configs[arm.name]
+        assert config.divopd.reader == same_reader.divopd.reader
+        assert config.divopd.batch_rows == same_reader.divopd.batch_rows == 64
+        assert (config.optim.lr, config.objective.params) == (same_reader.optim.lr, same_reader.objective.params)
+    assert (high.steps, high.baseline_arm) == (150, "opd-async")
+    assert {c["better"] for c in high.claims} | {c["worse"] for c in high.claims} <= {a.name for a in high.arms}
+
+
 def test_the_branchopd_ladder_comparison_branches_from_snapshots() -> None:
     spec = load_spec("branchopd-ladder")
     configs = {a.name: arm_config(spec, a, 0, Path("out"), Path("none"), "127.0.0.1:1") for a in spec.arms}
