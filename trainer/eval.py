@@ -11,6 +11,7 @@ from pathlib import Path
 from trainer.config import TrainerConfig
 from trainer.episodes_html import write_sample_episodes
 from trainer.held_out import combine_splits, held_out_tasks, outcome_metrics
+from trainer.models.loading import check_same_tokenizer, load_tokenizer
 from trainer.rollout import SamplingSettings
 from trainer.rollout.group import TurnCallback
 from trainer.runs import env_targets
@@ -82,7 +83,10 @@ def evaluate(
         seed=seed,
     )
     played, per_split, task_success, wall_s = [], {}, [], 0.0
+    shade_gap = html is not None and bool(config.models.teacher)
     try:
+        if shade_gap:  # a missing or mismatched teacher stops the evaluation before its episodes, not after
+            check_same_tokenizer(worker.tokenizer, load_tokenizer(config.models.teacher))
         tasks = {"(given tasks)": list(task_ids)} if task_ids else held_out_tasks(config, worker)
         for split, ids in tasks.items():
             trajectories, stats = worker.run([(task_id, seed) for task_id in ids], sampling, samples, on_turn)
@@ -95,7 +99,8 @@ def evaluate(
     finally:
         worker.close()
     if html is not None:
-        score = TeacherWorker(config).score if config.models.teacher else None
+        scoring = config.model_copy(update={"models": config.models.model_copy(update={"student": str(path)})})
+        score = TeacherWorker(scoring).score if shade_gap else None
         write_sample_episodes(played, worker.tokenizer, html, f"held-out episodes of {path}", score)
     mean = combine_splits(per_split, prefix="mean")
     return EvalResult(
