@@ -83,10 +83,10 @@ def evaluate(
         seed=seed,
     )
     played, per_split, task_success, wall_s = [], {}, [], 0.0
-    shade_gap = html is not None and bool(config.models.teacher)
+    teacher = config.models.teacher if html is not None else None
     try:
-        if shade_gap:  # a missing or mismatched teacher stops the evaluation before its episodes, not after
-            check_same_tokenizer(worker.tokenizer, load_tokenizer(config.models.teacher))
+        if teacher:  # a missing or mismatched teacher stops the evaluation before its episodes, not after
+            check_same_tokenizer(worker.tokenizer, load_tokenizer(teacher))
         tasks = {"(given tasks)": list(task_ids)} if task_ids else held_out_tasks(config, worker)
         for split, ids in tasks.items():
             trajectories, stats = worker.run([(task_id, seed) for task_id in ids], sampling, samples, on_turn)
@@ -100,7 +100,7 @@ def evaluate(
         worker.close()
     if html is not None:
         scoring = config.model_copy(update={"models": config.models.model_copy(update={"student": str(path)})})
-        score = TeacherWorker(scoring).score if shade_gap else None
+        score = TeacherWorker(scoring).score if teacher else None
         write_sample_episodes(played, worker.tokenizer, html, f"held-out episodes of {path}", score)
     mean = combine_splits(per_split, prefix="mean")
     return EvalResult(
