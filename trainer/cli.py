@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output model folder")
     p.add_argument("--tasks", type=int, default=48, help="training tasks played by the expert")
     p.add_argument("--steps", type=int, default=300, help="SFT optimizer steps")
+    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (3e-3 suits the tiny models)")
+    p.add_argument("--schedule", choices=["constant", "cosine"], default="constant", help="learning-rate schedule")
+    p.add_argument("--batch-tokens", type=int, default=2048, help="tokens per SFT batch")
     p = sub.add_parser("make-models", help="tiny tokenizer + student + teacher from environment text")
     _config_args(p, required=False)
     p.add_argument("--out", default="runs/models")
@@ -328,7 +331,17 @@ def _run(args: argparse.Namespace) -> int:
     source = args.model or config.models.teacher
     if not source:
         raise ConfigError("sft needs a model to fine-tune: pass --model or set models.teacher")
-    print(json.dumps(sft_from_expert(config, episodes, source, steps=args.steps, out_dir=args.out)))
+    sft_result = sft_from_expert(
+        config,
+        episodes,
+        source,
+        steps=args.steps,
+        out_dir=args.out,
+        lr=args.lr,
+        schedule=args.schedule,
+        batch_tokens=args.batch_tokens,
+    )
+    print(json.dumps(sft_result))
     return 0
 
 

@@ -42,6 +42,13 @@ def test_make_models_then_sft_through_the_cli(
     assert json.loads((out / SFT_MARKER).read_text())["result"] == result
     assert _run(sft_argv, capsys) == result  # cached by the marker: same examples, steps and source
 
+    slow = tmp_path / "student-sft-slow"
+    sizes = ["--lr", "1e-7", "--schedule", "cosine", "--batch-tokens", "512"]
+    crawled = _run(
+        ["sft", *common, "--model", str(models / "student"), "--out", str(slow), "--steps", "30", *sizes], capsys
+    )
+    assert crawled["last_loss"] > 0.9 * crawled["first_loss"]  # the learning rate given, not the tiny models' 3e-3
+
 
 def test_sft_without_a_model_names_the_remedy(alfworld_server: str, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["sft", "--config", "grpo-tiny.yaml", "--set", f"env.targets=[{alfworld_server}]", "--tasks", "1"]
