@@ -99,8 +99,10 @@ def evaluate(
     finally:
         worker.close()
     if html is not None:
-        scoring = config.model_copy(update={"models": config.models.model_copy(update={"student": str(path)})})
-        score = TeacherWorker(scoring).score if teacher else None
+        score = None
+        if teacher:  # the teacher scores the evaluated policy's tokens (checked above against its tokenizer)
+            scoring = config.model_copy(update={"models": config.models.model_copy(update={"student": str(path)})})
+            score = TeacherWorker(scoring).score
         write_sample_episodes(played, worker.tokenizer, html, f"held-out episodes of {path}", score)
     mean = combine_splits(per_split, prefix="mean")
     return EvalResult(
