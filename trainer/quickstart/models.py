@@ -106,11 +106,13 @@ def sft_from_expert(
     schedule: LrSchedule = "constant",
     on_step: Callable[[dict[str, float]], None] | None = None,
     log_every: int = 10,
+    exact_match_turns: int = 0,
 ) -> dict[str, float]:
     """Fine-tune the model in `model_dir` on the expert turns and save it to `out_dir` (cached by a marker).
 
-    A fifth of the turns (the last episodes') is held out for the exact-match figures; `on_step`
-    receives the SFT log records ({step, loss, grad_norm, lr}, every `log_every` steps).
+    A fifth of the turns (the last episodes') is held out; the exact-match figures score the first
+    `exact_match_turns` of them (0: all). `on_step` receives the SFT log records ({step, loss, grad_norm, lr},
+    every `log_every` steps).
     """
     from trainer.models.loading import load_model, load_tokenizer
     from trainer.precision import cpu_bf16
@@ -126,9 +128,10 @@ def sft_from_expert(
         return cached
     held_out = examples[-len(examples) // 5 :]
     train_set = examples[: -len(held_out)]
+    scored = held_out[:exact_match_turns] if exact_match_turns else held_out
     model = load_model(model_dir)
     bf16 = cpu_bf16(config.precision.cpu_bf16, "cpu")
-    before = evaluate_exact_match(model, tokenizer, held_out, cpu_bf16=bf16)
+    before = evaluate_exact_match(model, tokenizer, scored, cpu_bf16=bf16)
     result = sft_train(
         model,
         tokenizer,
@@ -145,8 +148,8 @@ def sft_from_expert(
         micro_batch_tokens=config.optim.micro_batch_tokens,  # the learner's budget bounds the SFT's activations too
         micro_batch_width_multiple=config.optim.micro_batch_width_multiple,
     )
-    after = evaluate_exact_match(model, tokenizer, held_out, cpu_bf16=bf16)
-    result.update(exact_match_before=before, exact_match_after=after)
+    after = evaluate_exact_match(model, tokenizer, scored, cpu_bf16=bf16)
+    result.update(exact_match_before=before, exact_match_after=after, exact_match_turns=len(scored))
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

@@ -33,10 +33,14 @@ class ModelPlan:
     """SFT learning-rate schedule (`trainer.sft.sft_train`)."""
     batch_tokens: int
     """Tokens per SFT batch."""
+    exact_match_turns: int
+    """SFT held-out turns scored for exact match before and after each SFT (0: all the held-out fifth). A figure
+    only: SmolLM2 took ~3.5 minutes on two threads to score 383 before its teacher's SFT."""
     eval_samples: int
     """Episodes per held-out task in each evaluation (different sampling seeds; the config's `eval.num_tasks` tasks)."""
     threads: int
-    """torch CPU threads of the command's process (SFT, evaluations, training; 0: torch's default, one per core).
+    """torch CPU threads of the command's process (SFT, evaluations, training; 0: torch's default, one per core, or
+    OMP_NUM_THREADS when set).
     On a busy 2-core machine two threads wait on each other: measured there 10-20x slower than one (docs)."""
     env: str = ""
     """The environment the plan's config is written for (`--env` picks this plan of a family, `plan_for`);
@@ -60,7 +64,8 @@ class ModelPlan:
 
     def model_key(self) -> dict[str, Any]:
         """The fields the models depend on (what `quickstart-models.json` records; not the run's config or sizes)."""
-        run_fields = ("config", "eval_samples", "threads", "teacher_success", "ladder")  # a ladder's: its spec
+        # not the models': the run's fields, the SFT's figures, a ladder's (its spec is recorded)
+        run_fields = ("config", "exact_match_turns", "eval_samples", "threads", "teacher_success", "ladder")
         key = {k: v for k, v in asdict(self).items() if k not in run_fields}
         return {k: list(v) if isinstance(v, tuple) else v for k, v in key.items()}  # as JSON reads it back
 
@@ -87,21 +92,23 @@ PLANS: dict[str, ModelPlan] = {
         lr=3e-3,
         schedule="constant",
         batch_tokens=2048,
+        exact_match_turns=0,
         eval_samples=8,
         threads=1,
     ),
     "smollm2": ModelPlan(
         name="smollm2",
         config="quickstart-smollm2.yaml",
-        expert_tasks=120,
-        student_steps=6,
-        teacher_steps=60,
+        expert_tasks=300,
+        student_steps=0,  # under `action_match: choice` every reply is a listed action: no reply-format SFT needed
+        teacher_steps=200,
         teacher_from_student=True,
         lr=2e-4,
         schedule="cosine",
         batch_tokens=1024,
+        exact_match_turns=64,
         eval_samples=1,
-        threads=1,
+        threads=0,  # both cores of a quiet 2-core machine: 1.9x one thread (OMP_NUM_THREADS=1 on a busy one)
     ),
 }
 """The model plans `--model` picks (tiny: the default)."""
@@ -118,6 +125,7 @@ LADDER: dict[str, ModelPlan] = {
         lr=3e-3,
         schedule="cosine",
         batch_tokens=2048,
+        exact_match_turns=0,
         eval_samples=4,
         threads=1,
         student_shape=(64, 2),
@@ -140,6 +148,7 @@ PLANS["ladder-listed"] = ModelPlan(
     lr=3e-3,
     schedule="cosine",
     batch_tokens=2048,
+    exact_match_turns=0,
     eval_samples=4,
     threads=1,
     student_shape=(128, 2),

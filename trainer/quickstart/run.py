@@ -306,6 +306,7 @@ def _sft(
             schedule=plan.schedule,
             on_step=on_step,
             log_every=1,  # the bar moves every step (SmolLM2's take seconds each)
+            exact_match_turns=plan.exact_match_turns,
         )
     release_memory()  # the SFT's weights, gradients and AdamW moments
     phases.end(

@@ -5,6 +5,7 @@ reused (or the shipped ones copied), evaluations, training, the report with the 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ SIZES = ["steps=2", "env.max_turns=4", "eval.num_tasks=2", "rollout.group_size=2
 @pytest.mark.timeout(1800)  # ~1.5 min on an idle machine; 9 min measured at load 29
 def test_quickstart_makes_then_reuses_its_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("alfworld")
-    plan = PLANS["tiny"].sized(expert_tasks=4, teacher_steps=6, student_steps=4)
+    plan = replace(PLANS["tiny"].sized(expert_tasks=4, teacher_steps=6, student_steps=4), exact_match_turns=2)
     models = tmp_path / "models"
     report = quickstart(tmp_path / "out", models, plan=plan, overrides=SIZES, env="alfworld")
     printed = capsys.readouterr()
@@ -42,7 +43,8 @@ def test_quickstart_makes_then_reuses_its_models(tmp_path: Path, capsys: pytest.
     assert learning["tasks"] == 2 and learning["spread"] >= 0
     assert (tmp_path / "out" / "eval" / "teacher.html").is_file()
     record = json.loads((models / MODELS_RECORD).read_text())
-    assert record["key"]["plan"]["teacher_steps"] == 6
+    assert record["key"]["plan"]["teacher_steps"] == 6 and "exact_match_turns" not in record["key"]["plan"]
+    assert record["sft"]["teacher"]["exact_match_turns"] == 2  # of the held-out fifth's turns (4 games: more)
 
     again = quickstart(tmp_path / "out", models, plan=plan, overrides=SIZES, env="alfworld")
     printed = capsys.readouterr()
