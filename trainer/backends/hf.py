@@ -25,15 +25,18 @@ from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.backends.base import AllowedReplies, FinishReason, Generation, SamplingSettings
-from trainer.backends.constraint import ReplyConstraint, choose_reply, constraints_for, mask_disallowed
+from trainer.backends.constraint import ReplyConstraint, choose_replies, constraints_for, mask_disallowed
 from trainer.backends.kv_store import KVEntry, KVStore, batch_cache, split_cache
-from trainer.backends.listed import listed_reply_token_logprobs, packed_length
+from trainer.backends.listed import listed_reply_token_logprobs, packed_groups, packed_length, reply_top_logprobs
 from trainer.backends.padding import left_pad
 from trainer.backends.sampling import sample_next
 from trainer.models.loading import load_model, load_tokenizer
 
 SCORE_CHUNK = 1024
 """Positions projected to the vocabulary at a time in `score()` (fp32 log-softmax temporaries: chunk x vocab)."""
+REPLY_BATCH_TOKENS = 8192
+"""Padded tokens (turns x the longest's prompt and listed replies) of one listed-reply forward (`score_replies`, the
+rollout's choice): bounds its attention mask and activations; a turn longer than this goes alone."""
 
 
 def prefix_leaves(rows: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
@@ -156,15 +159,36 @@ class HFBackend:
         generator.manual_seed(secrets.randbits(63) if sampling.seed is None else sampling.seed)
         results: dict[int, Generation] = {}
         if allowed is not None and sampling.constrain == "replies":
-            for i, choices in enumerate(allowed):
-                if choices is not None:
-                    results[i] = choose_reply(self.model, prompts[i], choices, sampling, generator, self.pad_token_id)
+            results = self._choose_replies(prompts, allowed, sampling, generator)
         free = [i for i in range(len(prompts)) if i not in results]
         for start in range(0, len(free), self.batch_size):
             rows = free[start : start + self.batch_size]
             made = self._generate_batch([prompts[i] for i in rows], sampling, generator, [constraints[i] for i in rows])
             results.update(zip(rows, made, strict=True))
         return [results[i] for i in range(len(prompts))]
+
+    def _choose_replies(
+        self, prompts: list[list[int]], allowed: AllowedReplies, sampling: SamplingSettings, generator: torch.Generator
+    ) -> dict[int, Generation]:
+        """Per prompt with a list, the reply drawn among its listed ones (`choose_replies`) with its log-probs (and
+        top-k with `sampling.top_logprobs`), every list scored in packed forwards (`score_replies`)."""
+        rows = [i for i, choices in enumerate(allowed) if choices is not None]
+        if not rows:
+            return {}
+        lists = [[list(choice) for choice in allowed[i] or ()] for i in rows]
+        if not all(listed and all(listed) for listed in lists):
+            raise ValueError("a reply is chosen among one or more non-empty token sequences")
+        scores = self.score_replies([prompts[i] for i in rows], lists)
+        picks = choose_replies(scores, sampling, generator)
+        chosen = [listed[pick] for listed, pick in zip(lists, picks, strict=True)]
+        tops: list[list[list[tuple[int, float]]] | None] = [None] * len(rows)
+        if sampling.top_logprobs:
+            k = min(sampling.top_logprobs, self.model.get_output_embeddings().out_features)
+            tops = list(reply_top_logprobs(self.model, [prompts[i] for i in rows], chosen, k, self.pad_token_id))
+        return {
+            i: Generation(reply, listed[pick], top, "stop")
+            for i, reply, listed, pick, top in zip(rows, chosen, scores, picks, tops, strict=True)
+        }
 
     def _generate_batch(
         self,
@@ -292,13 +316,12 @@ class HFBackend:
     @torch.inference_mode()
     def score_replies(self, prompts: list[list[int]], replies: list[list[list[int]]]) -> list[list[list[float]]]:
         """The log-prob of every token of each listed reply of each prompt (reply-level OPD's teacher side,
-        `trainer.backends.listed`; a reply's total is their sum), `batch_size` prompts at a time, shortest first
-        (a batch pads to its longest turn)."""
+        `trainer.backends.listed`; a reply's total is their sum), shortest first, one forward per group of at most
+        `batch_size` prompts and `REPLY_BATCH_TOKENS` padded tokens (a group pads to its longest turn)."""
         self._check_weights()
-        order = sorted(range(len(prompts)), key=lambda i: packed_length(prompts[i], replies[i]))
+        lengths = [packed_length(prompt, listed) for prompt, listed in zip(prompts, replies, strict=True)]
         scores: list[list[list[float]]] = [[] for _ in prompts]
-        for start in range(0, len(order), self.batch_size):
-            part = order[start : start + self.batch_size]
+        for part in packed_groups(lengths, self.batch_size, REPLY_BATCH_TOKENS):
             scored = listed_reply_token_logprobs(
                 self.model, [prompts[i] for i in part], [replies[i] for i in part], self.pad_token_id
             )

@@ -17,6 +17,9 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedModel
 
+HEAD_CHUNK = 1024
+"""Reply tokens projected onto the vocabulary at once (bounds the fp32 logits: 1024 x 49k = 200 MB for SmolLM2)."""
+
 
 def listed_reply_logprobs(
     model: PreTrainedModel,
@@ -57,6 +60,40 @@ def packed_length(prompt: Sequence[int], replies: Sequence[Sequence[int]]) -> in
     return len(prompt) + sum(len(reply) for reply in replies)
 
 
+def packed_groups(lengths: Sequence[int], max_rows: int, max_tokens: int) -> list[list[int]]:
+    """The indices of turns of `lengths` packed tokens in groups of one forward each, shortest first: at most
+    `max_rows` rows and `max_tokens` padded tokens (rows x the longest) a group, one row at least (the attention mask
+    is rows x width^2 and the reply logits grow with the tokens, so a turn listing hundreds of replies goes alone)."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if groups and len(groups[-1]) < max_rows and (len(groups[-1]) + 1) * lengths[i] <= max_tokens:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def reply_top_logprobs(
+    model: PreTrainedModel,
+    prompts: Sequence[Sequence[int]],
+    replies: Sequence[Sequence[int]],
+    k: int,
+    pad_token_id: int,
+) -> list[list[list[tuple[int, float]]]]:
+    """For each prompt and its one reply, the `k` most likely tokens and their log-probs at every reply position
+    (teacher-forced, from one packed forward)."""
+    packed = _Packed(prompts, [[reply] for reply in replies], pad_token_id)
+    tops: list[list[tuple[int, float]]] = []
+    for chunk in _reply_states(model, packed).split(HEAD_CHUNK):
+        top = torch.topk(torch.log_softmax(model.get_output_embeddings()(chunk).float(), dim=-1), k, dim=-1)
+        tops += [list(zip(i.tolist(), v.tolist(), strict=True)) for i, v in zip(top.indices, top.values, strict=True)]
+    per_reply: list[list[list[tuple[int, float]]]] = []
+    for n in packed.reply_lengths:
+        per_reply.append(tops[:n])
+        tops = tops[n:]
+    return per_reply
+
+
 def _reply_token_logprobs(
     model: PreTrainedModel,
     prompts: Sequence[Sequence[int]],
@@ -68,17 +105,28 @@ def _reply_token_logprobs(
         raise ValueError(f"{len(prompts)} prompts but {len(replies)} reply lists")
     if not prompts or not all(prompts) or not all(listed and all(listed) for listed in replies):
         raise ValueError("listed replies need non-empty prompts, each with one or more non-empty replies")
-    device = next(model.parameters()).device
     packed = _Packed(prompts, replies, pad_token_id)
+    states = _reply_states(model, packed)
+    targets = packed.targets.to(states.device)
+    head = model.get_output_embeddings()
+    logp = torch.cat(
+        [
+            torch.log_softmax(head(chunk).float(), dim=-1).gather(-1, target[:, None]).squeeze(-1)
+            for chunk, target in zip(states.split(HEAD_CHUNK), targets.split(HEAD_CHUNK), strict=True)
+        ]
+    )
+    return packed, logp
+
+
+def _reply_states(model: PreTrainedModel, packed: _Packed) -> Tensor:
+    """The last hidden state that predicts each reply token of `packed` (flat, in packing order)."""
+    device = next(model.parameters()).device
     hidden = model.base_model(
         input_ids=packed.ids.to(device),
         attention_mask=_attention_mask(model, packed.visible.to(device)),
         position_ids=packed.positions.to(device),
     ).last_hidden_state
-    states = hidden[packed.rows.to(device), packed.predictors.to(device)]
-    logits = model.get_output_embeddings()(states).float()
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, packed.targets.to(device)[:, None]).squeeze(-1)
-    return packed, logp
+    return hidden[packed.rows.to(device), packed.predictors.to(device)]
 
 
 class _Packed:

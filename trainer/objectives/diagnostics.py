@@ -29,6 +29,10 @@ UNCERTAINTY_MEAN = "tdur/uncertainty_mean"
 REVERSE_KL = "opd/reverse_kl"
 """mean over supervised tokens of logp_old - logp_T: the k1 estimate of KL(student || teacher) (OPD, ATOD)."""
 
+LISTED_KL = "opd/listed_kl"
+"""Mean over the turns drawn among listed replies of KL(student's choice || teacher's), each before its update
+(`kl_over: replies`, the learner's)."""
+
 # Computed outside trainer/objectives (named here so every producer and the plot agree).
 ACTOR_ENTROPY = "actor/entropy"
 """mean full-vocabulary entropy of the current policy on supervised tokens (learner)."""

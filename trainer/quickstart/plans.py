@@ -127,7 +127,7 @@ LADDER: dict[str, ModelPlan] = {
         batch_tokens=2048,
         exact_match_turns=0,
         eval_samples=4,
-        threads=1,
+        threads=0,  # every core: 7.2 s a training step on a quiet 2-core machine, 11.0 on one thread (docs/design/049)
         student_shape=(64, 2),
         teacher_shape=(128, 2),
         ladder="alfworld",
@@ -158,8 +158,11 @@ PLANS["ladder-listed"] = ModelPlan(
 docs/results/ladder-alfworld-listed.md); not the default ladder until the integrator says so."""
 
 
-def plan_for(model: str, env: str | None) -> ModelPlan:
-    """The plan `--model model --env env` runs: the ladder's plan of that environment, else the named plan."""
+def plan_for(model: str | None, env: str | None) -> ModelPlan:
+    """The plan `--model model --env env` runs: the ladder's plan of that environment, else the named plan. Without
+    a model (`make quickstart`), the ladder's plan of `env` where the ladder has one, else `tiny`."""
+    if model is None:
+        return LADDER.get(env or "", PLANS["tiny"])
     if model != "ladder" or env is None:
         return PLANS[model]
     if env not in LADDER:

@@ -10,7 +10,7 @@ from pathlib import Path
 from trainer.config import TrainerConfig
 from trainer.eval import EvalResult
 from trainer.metrics import read_metrics
-from trainer.objectives.diagnostics import REVERSE_KL
+from trainer.objectives.diagnostics import LISTED_KL, REVERSE_KL
 from trainer.quickstart.learning import BOOTSTRAP_RESAMPLES, LearningCheck, check_learning
 from trainer.quickstart.models import QuickstartModels
 from trainer.quickstart.plans import ModelPlan
@@ -35,7 +35,7 @@ class QuickstartRun:
 
 
 KL_TRENDS = (
-    ("opd/listed_kl", "Reverse KL(student || teacher) over the listed replies"),
+    (LISTED_KL, "Reverse KL(student || teacher) over the listed replies"),
     (REVERSE_KL, "Per-token reverse KL(student || teacher)"),
 )
 """The KL a run logs, with its report label: over the listed replies (`kl_over: replies`, before each step's

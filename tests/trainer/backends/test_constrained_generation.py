@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from trainer.backends import HFBackend, constraint
+from trainer.backends import HFBackend, hf
 from trainer.backends.base import SamplingSettings
 from trainer.backends.constraint import ReplyConstraint, mask_disallowed
 
@@ -141,17 +141,26 @@ def test_mask_leaves_unconstrained_and_finished_rows_alone() -> None:
     assert constraint.next_tokens() == [2, 3]
 
 
-def test_replies_scored_in_chunks_choose_as_in_one_batch(
+def test_replies_scored_in_groups_choose_as_in_one_batch(
     backend: HFBackend, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """More listed replies than `CHOICE_ROWS` are scored a chunk at a time on copies of the prompt's cache: the same
-    draws and log-probs as one batch."""
+    """Prompts whose listed replies exceed `REPLY_BATCH_TOKENS` together are scored a group at a time (here one
+    prompt each): the same draws, log-probs and top-k as one batch, and as a plain forward of prompt + reply."""
     allowed = _allowed(tokenizer, ACTIONS)
     sampling = SamplingSettings(temperature=1.0, seed=5, constrain="replies", top_logprobs=2)
     whole = backend.generate(prompts, sampling, [allowed] * len(prompts))
-    monkeypatch.setattr(constraint, "CHOICE_ROWS", 2)
-    chunked = backend.generate(prompts, sampling, [allowed] * len(prompts))
-    for one, other in zip(whole, chunked, strict=True):
+    monkeypatch.setattr(hf, "REPLY_BATCH_TOKENS", 1)
+    grouped = backend.generate(prompts, sampling, [allowed] * len(prompts))
+    for prompt, one, other in zip(prompts, whole, grouped, strict=True):
         assert one.token_ids == other.token_ids and one.top_logprobs is not None and other.top_logprobs is not None
         torch.testing.assert_close(torch.tensor(one.logprobs), torch.tensor(other.logprobs), atol=1e-5, rtol=0)
         assert [t for t, _ in one.top_logprobs[0]] == [t for t, _ in other.top_logprobs[0]]
+        plain = _teacher_forced(backend.model, prompt, one.token_ids)
+        torch.testing.assert_close(
+            torch.tensor(one.logprobs),
+            plain.gather(-1, torch.tensor(one.token_ids)[:, None]).squeeze(-1),
+            atol=1e-5,
+            rtol=0,
+        )
+        top = torch.topk(plain, 2, dim=-1)
+        assert [[t for t, _ in position] for position in one.top_logprobs] == top.indices.tolist()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from trainer.cli import _parser
 from trainer.config import load_config
 from trainer.models.ladder import RECORD as LADDER_RECORD
 from trainer.quickstart.models import MODELS_RECORD, SHIPPED, copy_models, record_key, shipped_models
@@ -57,6 +58,13 @@ def test_the_ladder_picks_its_plan_by_environment_and_keeps_its_models_apart() -
     with pytest.raises(ValueError, match="written for alfworld, not webshop"):
         plan_env_overrides(plan, "webshop")
     assert plan_env_overrides(plan, "alfworld") == [] and plan_env_overrides(PLANS["tiny"], "webshop")
+
+
+def test_without_a_model_the_quickstart_runs_the_ladder_where_the_environment_has_one() -> None:
+    """`make quickstart` (`trainer quickstart`, no `--model`): ALFWorld's ladder, `tiny` on the other environments."""
+    assert plan_for(None, "alfworld") is LADDER["alfworld"]
+    assert plan_for(None, "webshop") is PLANS["tiny"] and plan_for(None, "scienceworld") is PLANS["tiny"]
+    assert _parser().parse_args(["quickstart"]).model is None
 
 
 def test_the_ladder_plan_runs_on_the_shipped_ladder_models(tmp_path: Path) -> None:
