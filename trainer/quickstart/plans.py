@@ -111,7 +111,7 @@ PLANS: dict[str, ModelPlan] = {
         threads=0,  # both cores of a quiet 2-core machine: 1.9x one thread (OMP_NUM_THREADS=1 on a busy one)
     ),
 }
-"""The model plans `--model` picks (tiny: the default)."""
+"""The model plans `--model` picks (none: the ladder where the environment has one, else tiny; `plan_for`)."""
 
 LADDER: dict[str, ModelPlan] = {
     "alfworld": ModelPlan(
