@@ -13,11 +13,12 @@ import torch
 
 from trainer.config import ObjectiveConfig, OptimConfig
 from trainer.errors import ObjectiveError
-from trainer.learner import LISTED_AGREE, LISTED_KL, LISTED_TURN_WEIGHT, Learner
+from trainer.learner import LISTED_AGREE, LISTED_TURN_WEIGHT, Learner
 from trainer.models.loading import load_model
 from trainer.models.tiny import TinyModels
 from trainer.objectives.atod import atod_coefficients
 from trainer.objectives.batch import TokenBatch
+from trainer.objectives.diagnostics import LISTED_KL
 from trainer.objectives.listed import ReplyKl, listed_kl
 from trainer.objectives.registry import build_config, get_objective
 from trainer.objectives.tdur import compute_tdur_weights
