@@ -11,6 +11,7 @@ differentiable (the learner's term).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import torch
@@ -87,11 +88,8 @@ def reply_top_logprobs(
     for chunk in _reply_states(model, packed).split(HEAD_CHUNK):
         top = torch.topk(torch.log_softmax(model.get_output_embeddings()(chunk).float(), dim=-1), k, dim=-1)
         tops += [list(zip(i.tolist(), v.tolist(), strict=True)) for i, v in zip(top.indices, top.values, strict=True)]
-    per_reply: list[list[list[tuple[int, float]]]] = []
-    for n in packed.reply_lengths:
-        per_reply.append(tops[:n])
-        tops = tops[n:]
-    return per_reply
+    ends = list(itertools.accumulate(packed.reply_lengths))
+    return [tops[end - n : end] for n, end in zip(packed.reply_lengths, ends, strict=True)]
 
 
 def _reply_token_logprobs(
