@@ -395,6 +395,16 @@ class OptimConfig(_Section):
         "mini-batches (verl's `ppo_mini_batch_size` = batch / this; the advantages are the whole batch's). 1: one "
         "update per pass, the papers' unstated default; DivOPD's learner updates on 64 turn rows (docs/design/043).",
     )
+    listed_keep: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Under `kl_over: replies`: the share of a batch's listed turns the reply-level KL trains on, those "
+        "with the largest KL (the trained direction, times the turn's weight) between the rollout's choice and the "
+        "teacher's, both known before the update (the rollout scored every listed reply to draw one). Near-agreeing "
+        "turns add little gradient and cost a forward and backward each (docs/design/050). 1: every listed turn, the "
+        "papers' setting. Not with `rl_over: replies` (its term needs every drawn turn).",
+    )
     logprob_chunk_tokens: int = Field(
         1024,
         ge=0,

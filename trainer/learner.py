@@ -55,7 +55,7 @@ from trainer.memory import trim_heap
 from trainer.models.loading import SHARDED_DIR
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.diagnostics import LISTED_KL
-from trainer.objectives.listed import ListedTurns, listed_kl
+from trainer.objectives.listed import ListedTurns, listed_kl, most_divergent
 from trainer.objectives.loss import loss_weights, ppo_actor_loss, reduction_unit_ids
 from trainer.objectives.pbr import PBR_CONSTRAINTS, PBR_EVENT_PROB, PBR_LOSS, ConstraintBatch, PbrConfig, pbr_loss
 from trainer.objectives.registry import build_config, get_objective
@@ -71,6 +71,8 @@ LISTED_TURN_WEIGHT = "opd/listed_turn_weight"
 """Mean over those turns of each turn's own weight on its KL (ATOD's T-DUR w_k under `tdur: turn`; else 1)."""
 LISTED_WEIGHT = "opd/listed_weight"
 """The weight of that KL in the loss (1 for OPD, kappa(s) for ATOD)."""
+LISTED_KEPT_KL = "opd/listed_kept_kl_share"
+"""With `optim.listed_keep` < 1: the share of the batch's rollout-to-teacher KL (listed replies) in the kept turns."""
 CHOICE_ENTROPY = "actor/choice_entropy"
 """Mean over the turns drawn among listed replies of the entropy of the student's choice over its list (nats)."""
 REPLY_PG_LOSS = "actor/reply_pg_loss"
@@ -172,6 +174,11 @@ class Learner:
         self.spec = get_objective(objective.name)
         self.hyperparameters = build_config(objective.name, objective.params)
         self.reduction = objective.reduction or self.spec.default_reduction
+        if optim.listed_keep < 1 and self.spec.rl_over_replies(self.hyperparameters):
+            raise ObjectiveError(
+                "optim.listed_keep < 1 trains the KL on some listed turns, and rl_over: replies needs every drawn one",
+                reason="INVALID_OBJECTIVE_CONFIG",
+            )
         self.optim = optim
         self.pbr = pbr
         """Protocol-boundary repair term added to the loss when the batch carries constraints (None: off)."""
@@ -227,6 +234,11 @@ class Learner:
         if with_listed and (turn_weights := self.spec.listed_turn_weights(batch, self.hyperparameters)) is not None:
             assert batch.listed is not None
             batch = dataclasses.replace(batch, listed=dataclasses.replace(batch.listed, weights=turn_weights.tolist()))
+        if with_listed and kl_weight > 0 and self.optim.listed_keep < 1:
+            assert batch.listed is not None
+            direction = self.spec.reply_kl(self.hyperparameters)
+            listed, metrics[LISTED_KEPT_KL] = most_divergent(batch.listed, self.optim.listed_keep, direction)
+            batch = dataclasses.replace(batch, listed=listed)
         if with_listed and rl_replies:
             batch, advantages = move_rl_to_replies(batch, advantages)
             if not self.one_update:  # the ratio's q_old: before the step's first update

@@ -48,6 +48,9 @@ class Generation:
     """Per response token, the `top_logprobs` most likely (token id, log-prob) pairs, most likely first."""
     finish_reason: FinishReason
     """"stop" (EOS or a stop string was produced) or "length" (max_new_tokens reached)."""
+    listed_logprobs: list[float] | None = None
+    """Drawn among listed replies (`choice`): the total log-prob of each of them (T = 1), in their order, from the
+    scoring the draw used; None otherwise."""
 
 
 @runtime_checkable

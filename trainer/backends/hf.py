@@ -186,7 +186,7 @@ class HFBackend:
             k = min(sampling.top_logprobs, self.model.get_output_embeddings().out_features)
             tops = list(reply_top_logprobs(self.model, [prompts[i] for i in rows], chosen, k, self.pad_token_id))
         return {
-            i: Generation(reply, listed[pick], top, "stop")
+            i: Generation(reply, listed[pick], top, "stop", listed_logprobs=[sum(tokens) for tokens in listed])
             for i, reply, listed, pick, top in zip(rows, chosen, scores, picks, tops, strict=True)
         }
 

@@ -124,16 +124,18 @@ class SyncGroups:
 
 def listed_turns(items: Sequence[tuple[int, Turn]]) -> ListedTurns | None:
     """(turn id, turn) pairs of the turns drawn among listed replies as `ListedTurns` (the teacher's scores when it
-    scored every one of them); None when there are none."""
+    scored every one of them, the rollout's when it recorded every one); None when there are none."""
     if not items:
         return None
     scores = [turn.listed_logp_teacher for _, turn in items]
+    rollout = [turn.listed_logp for _, turn in items]
     drawn = [turn.drawn_index() for _, turn in items]
     return ListedTurns(
         turn_ids=[turn_id for turn_id, _ in items],
         prompts=[turn.prompt_ids for _, turn in items],
         replies=[turn.listed or [] for _, turn in items],
         logp_teacher=None if any(s is None for s in scores) else [s or [] for s in scores],
+        logp_rollout=None if any(s is None for s in rollout) else [s or [] for s in rollout],
         drawn=[-1 if index is None else index for index in drawn],
     )
 

@@ -11,6 +11,7 @@ teacher's choice as soft labels on the student's own states (GKD's on-policy for
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -36,6 +37,9 @@ class ListedTurns:
     """Each turn's listed replies, as token ids (the one drawn among them)."""
     logp_teacher: list[list[float]] | None = None
     """The teacher's total log-prob of each listed reply (reply-level OPD); None: not scored (no teacher)."""
+    logp_rollout: list[list[float]] | None = None
+    """The rollout policy's total log-prob of each listed reply, as scored for the draw (`optim.listed_keep` ranks
+    the turns by the KL it gives); None: not recorded."""
     drawn: list[int] | None = None
     """The index of the reply each turn drew among its list, -1 where its response is none of them (the reply-level
     RL term, `rl_over: replies`, docs/design/047); None: not recorded."""
@@ -52,14 +56,16 @@ class ListedTurns:
             raise BatchError("ListedTurns: turn_ids, prompts and replies differ in length", field="listed")
         if any(not replies for replies in self.replies):
             raise BatchError("ListedTurns: each turn needs one or more listed replies", field="listed")
-        for name in ("logp_teacher", "drawn", "weights", "advantages", "logq_old"):
+        for name in ("logp_teacher", "logp_rollout", "drawn", "weights", "advantages", "logq_old"):
             values = getattr(self, name)
             if values is not None and len(values) != count:
                 raise BatchError(f"ListedTurns: {len(values)} {name} for {count} turns", field="listed")
-        if self.logp_teacher is not None and any(
-            len(replies) != len(scores) for replies, scores in zip(self.replies, self.logp_teacher, strict=True)
-        ):
-            raise BatchError("ListedTurns: each turn needs one teacher score per listed reply", field="listed")
+        for name in ("logp_teacher", "logp_rollout"):
+            scored = getattr(self, name)
+            if scored is not None and any(
+                len(replies) != len(scores) for replies, scores in zip(self.replies, scored, strict=True)
+            ):
+                raise BatchError(f"ListedTurns: {name} needs one score per listed reply of each turn", field="listed")
         if self.drawn is not None and any(
             not -1 <= index < len(replies) for replies, index in zip(self.replies, self.drawn, strict=True)
         ):
@@ -70,14 +76,15 @@ class ListedTurns:
 
     def having(self, turn_ids: set[int]) -> ListedTurns:
         """The listed turns among `turn_ids`, in order."""
-        return self._picked([i for i, turn in enumerate(self.turn_ids) if turn in turn_ids])
+        return self.picked([i for i, turn in enumerate(self.turn_ids) if turn in turn_ids])
 
     def by_length(self) -> ListedTurns:
         """The same turns, shortest first (prompt and listed replies' tokens), so that `chunks` packs turns of
         similar lengths together and pads little (a trajectory's turns grow with its history)."""
-        return self._picked(sorted(range(len(self)), key=lambda i: packed_length(self.prompts[i], self.replies[i])))
+        return self.picked(sorted(range(len(self)), key=lambda i: packed_length(self.prompts[i], self.replies[i])))
 
-    def _picked(self, indices: list[int]) -> ListedTurns:
+    def picked(self, indices: list[int]) -> ListedTurns:
+        """The turns at `indices`, in that order."""
         picked: dict[str, Any] = {
             f.name: None if (values := getattr(self, f.name)) is None else [values[i] for i in indices]
             for f in dataclasses.fields(self)
@@ -119,3 +126,24 @@ def listed_kl(logp_student: torch.Tensor, logp_teacher: torch.Tensor, direction:
     if direction == "forward":
         return (teacher.exp() * (teacher - student)).sum()
     return (student.exp() * (student - teacher)).sum()
+
+
+def most_divergent(listed: ListedTurns, share: float, direction: ReplyKl) -> tuple[ListedTurns, float]:
+    """`optim.listed_keep`: the `share` of `listed`'s turns (rounded up, one at least) with the largest KL between the
+    rollout's choice and the teacher's (`direction`, each times its turn weight), in their order, and the share of the
+    turns' summed KL they hold (1 when it is 0)."""
+    if listed.logp_rollout is None:
+        raise BatchError(
+            "optim.listed_keep ranks the listed turns by the rollout's scores of their replies, and this batch has "
+            "none (the hf backend records them when it draws a reply among listed ones: rollout.action_match choice)",
+            field="listed",
+        )
+    weights = listed.weights or [1.0] * len(listed)
+    kls = [
+        weight * float(listed_kl(torch.tensor(rollout), torch.tensor(teacher), direction))
+        for weight, rollout, teacher in zip(weights, listed.logp_rollout, listed.teacher_scores(), strict=True)
+    ]
+    ranked = sorted(range(len(kls)), key=lambda i: -kls[i])  # stable: ties keep the earlier turn
+    kept = sorted(ranked[: max(1, math.ceil(share * len(kls)))])
+    total = sum(kls)
+    return listed.picked(kept), (sum(kls[i] for i in kept) / total if total > 0 else 1.0)

@@ -373,6 +373,7 @@ class GroupRollout:
                 supervise_from=episode.resume.supervise_from if episode.resume else 0,
                 prompt_text="" if episode.resume else episode.prompt_text,
                 listed=listed,
+                listed_logp=generation.listed_logprobs if listed is not None else None,
             )
         )
         if episode.tracker is not None:

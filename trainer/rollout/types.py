@@ -41,6 +41,8 @@ class Turn:
     """Teacher log-prob of each response token, attached by the teacher scorer."""
     listed: list[list[int]] | None = None
     """The replies the response was drawn among (`rollout.action_match: choice`), as token ids; None: free text."""
+    listed_logp: list[float] | None = None
+    """The generating policy's total log-prob of each listed reply (T = 1), as scored for the draw."""
     listed_logp_teacher: list[float] | None = None
     """The teacher's total log-prob of each listed reply (reply-level OPD, `kl_over: replies`)."""
     finish_reason: str = "stop"

@@ -78,6 +78,7 @@ def test_greedy_replies_take_the_most_likely_allowed_reply(
     for prompt, gen in zip(prompts, gens, strict=True):
         totals = [sum(s) for s in backend.score([prompt] * len(allowed), allowed)]
         assert gen.token_ids == allowed[totals.index(max(totals))]
+        assert gen.listed_logprobs == pytest.approx(totals, abs=1e-4)  # the scores the draw used, recorded
         assert gen.top_logprobs is not None and len(gen.top_logprobs) == len(gen.token_ids)
         assert all(top[0][1] >= lp - 1e-5 for top, lp in zip(gen.top_logprobs, gen.logprobs, strict=True))
 

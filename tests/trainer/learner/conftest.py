@@ -51,7 +51,18 @@ def sample_trajectories(
                 else [[*tok.encode(a, add_special_tokens=False), tok.eos_token_id] for a in actions]
             )
             gen = student.generate([prompt], sampling(i, k), None if replies is None else [replies])[0]
-            made.append(Turn(prompt, gen.token_ids, gen.logprobs, "", "look", "ok", listed=replies))
+            made.append(
+                Turn(
+                    prompt,
+                    gen.token_ids,
+                    gen.logprobs,
+                    "",
+                    "look",
+                    "ok",
+                    listed=replies,
+                    listed_logp=gen.listed_logprobs,
+                )
+            )
         trajs.append(Trajectory(f"t{i % 2}", group=i % 2, seed=0, turns=made, won=i % 3 == 0))
     return trajs
 

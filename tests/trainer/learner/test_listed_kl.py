@@ -5,6 +5,7 @@ student's choice to the teacher's; the config refuses it where it cannot run."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from pathlib import Path
 
@@ -12,14 +13,14 @@ import pytest
 import torch
 
 from trainer.config import ObjectiveConfig, OptimConfig
-from trainer.errors import ObjectiveError
-from trainer.learner import LISTED_AGREE, LISTED_TURN_WEIGHT, Learner
+from trainer.errors import BatchError, ObjectiveError
+from trainer.learner import LISTED_AGREE, LISTED_KEPT_KL, LISTED_TURN_WEIGHT, Learner
 from trainer.models.loading import load_model
 from trainer.models.tiny import TinyModels
 from trainer.objectives.atod import atod_coefficients
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.diagnostics import LISTED_KL
-from trainer.objectives.listed import ReplyKl, listed_kl
+from trainer.objectives.listed import ListedTurns, ReplyKl, listed_kl, most_divergent
 from trainer.objectives.registry import build_config, get_objective
 from trainer.objectives.tdur import compute_tdur_weights
 
@@ -164,7 +165,7 @@ def test_the_listed_turns_order_does_not_change_a_step(tiny_models: TinyModels, 
     assert lengths == sorted(lengths) and sorted(listed.turn_ids) == sorted(batch.listed.turn_ids)
     teacher = dict(zip(batch.listed.turn_ids, batch.listed.teacher_scores(), strict=True))
     assert [teacher[turn] for turn in listed.turn_ids] == listed.teacher_scores()  # every field moved with its turn
-    reversed_turns = dataclasses.replace(batch, listed=listed._picked(list(range(len(listed)))[::-1]))
+    reversed_turns = dataclasses.replace(batch, listed=listed.picked(list(range(len(listed)))[::-1]))
     results = []
     for order in (batch, reversed_turns):
         learner = _learner(tiny_models.student, "atod", budget=96, rl_over="replies", kl_over="replies")
@@ -235,3 +236,75 @@ def test_where_it_cannot_run_it_is_refused(alfworld_config: object) -> None:
         "localhost:1", objective={"name": "opd", "params": {"kl_over": "replies"}}, rollout={"action_match": "choice"}
     )
     assert dataclasses.asdict(build_config("opd", config.objective.params))["kl_over"] == "replies"
+
+
+def test_the_rollout_records_its_score_of_every_listed_reply(tiny_models: TinyModels, batch: TokenBatch) -> None:
+    """The student's draw scored every listed reply; the batch carries those totals, a plain forward's (the same
+    weights: the fixture's rollout is the student)."""
+    assert batch.listed is not None and batch.listed.logp_rollout is not None
+    model = load_model(tiny_models.student)
+    listed = dataclasses.replace(batch.listed, logp_teacher=batch.listed.logp_rollout)
+    with torch.no_grad():
+        self_kl = _reference_kl(model, listed)  # KL of a plain forward's choice from the recorded one
+    assert float(self_kl) == pytest.approx(0.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("direction", ["reverse", "forward"])
+def test_listed_keep_trains_on_the_most_divergent_turns(
+    tiny_models: TinyModels, batch: TokenBatch, direction: ReplyKl
+) -> None:
+    """`optim.listed_keep` 0.5: the step is a full step on the half of the listed turns (rounded up) whose KL between
+    the rollout's and the teacher's choice is largest, and logs the share of the KL they hold."""
+    listed = batch.listed
+    assert listed is not None and listed.logp_rollout is not None
+    kls = [
+        float(listed_kl(torch.tensor(rollout), torch.tensor(teacher), direction))
+        for rollout, teacher in zip(listed.logp_rollout, listed.teacher_scores(), strict=True)
+    ]
+    top = sorted(sorted(range(len(kls)), key=lambda i: kls[i], reverse=True)[: (len(kls) + 1) // 2])
+    assert 0 < len(top) < len(kls)
+    kept = _learner(tiny_models.student, "opd", budget=4096, reply_kl=direction)
+    kept.optim = kept.optim.model_copy(update={"listed_keep": 0.5})
+    full = _learner(tiny_models.student, "opd", budget=4096, reply_kl=direction)
+    compute = full.spec.compute  # the dropped turns' token signal stays left out, as every listed turn's is
+    full.spec = copy.copy(full.spec)
+    object.__setattr__(full.spec, "compute", lambda _, config, *, step: compute(batch, config, step=step))
+    metrics = kept.step(batch)
+    reference = full.step(dataclasses.replace(batch, listed=listed.picked(top)))
+    assert metrics[LISTED_KEPT_KL] == pytest.approx(sum(kls[i] for i in top) / sum(kls), rel=1e-5)
+    assert metrics[LISTED_KL] == pytest.approx(reference[LISTED_KL], rel=1e-5)
+    for a, b in zip(kept.model.parameters(), full.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_most_divergent_ranks_by_the_weighted_kl_and_keeps_the_order() -> None:
+    sure = [0.0, -9.0]  # the teacher's choice: the first reply
+    listed = ListedTurns(
+        turn_ids=[3, 5, 8, 9],
+        prompts=[[1]] * 4,
+        replies=[[[2], [3]]] * 4,
+        logp_teacher=[sure] * 4,
+        logp_rollout=[[-9.0, 0.0], [0.0, -9.0], [-1.0, -0.5], [-9.0, 0.0]],  # far, agrees, near, far
+        weights=[0.1, 1.0, 1.0, 1.0],
+    )
+    kept, share = most_divergent(listed, 0.5, "reverse")
+    assert kept.turn_ids == [8, 9] and kept.weights == [1.0, 1.0]  # turn 3 is far but weighted 0.1
+    assert listed.logp_rollout is not None
+    pairs = zip([0.1, 1.0, 1.0, 1.0], listed.logp_rollout, strict=True)
+    kls = [w * float(listed_kl(torch.tensor(r), torch.tensor(sure))) for w, r in pairs]
+    assert share == pytest.approx((kls[2] + kls[3]) / sum(kls))
+    assert most_divergent(listed, 0.01, "reverse")[0].turn_ids == [9]  # one turn at least
+    assert most_divergent(listed, 1.0, "forward")[0].turn_ids == [3, 5, 8, 9]
+    with pytest.raises(BatchError, match="rollout's scores"):
+        most_divergent(dataclasses.replace(listed, logp_rollout=None), 0.5, "reverse")
+    with pytest.raises(BatchError, match="logp_rollout needs one score per listed reply"):
+        dataclasses.replace(listed, logp_rollout=[[0.0]] * 4)
+
+
+def test_listed_keep_is_refused_with_the_reply_level_rl_term(tiny_models: TinyModels) -> None:
+    with pytest.raises(ObjectiveError, match="rl_over: replies needs every drawn one"):
+        Learner(
+            load_model(tiny_models.student),
+            ObjectiveConfig(name="atod", params={"kl_over": "replies", "rl_over": "replies", "tdur": "none"}),
+            OptimConfig(listed_keep=0.5),
+        )
