@@ -129,45 +129,54 @@ def _reply_states(model: PreTrainedModel, packed: _Packed) -> Tensor:
 
 class _Packed:
     """Turns packed one per row: token ids, positions, which tokens each token sees, and per reply token the row,
-    the position whose logits predict it, its id and its reply's index."""
+    the position whose logits predict it, its id and its reply's index. Built from flat lists, one tensor each, and
+    the mask by one comparison of segments (0 the prompt, k the k-th reply, -1 padding): a token sees the earlier
+    tokens of the prompt and of its own segment (padding: the prompt and earlier padding, never an all-masked row;
+    what padding computes is never read)."""
 
     def __init__(
         self, prompts: Sequence[Sequence[int]], replies: Sequence[Sequence[Sequence[int]]], pad_token_id: int
     ) -> None:
-        lengths = [packed_length(p, listed) for p, listed in zip(prompts, replies, strict=True)]
-        width = max(lengths)
-        self.ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
-        self.positions = torch.zeros((len(prompts), width), dtype=torch.long)
-        self.visible = torch.zeros((len(prompts), width, width), dtype=torch.bool)
+        width = max(packed_length(p, listed) for p, listed in zip(prompts, replies, strict=True))
+        ids: list[int] = []
+        positions: list[int] = []
+        segments: list[int] = []
         rows: list[int] = []
         predictors: list[int] = []
         targets: list[int] = []
-        reply_of_token: list[int] = []
         self.reply_lengths: list[int] = []
         for row, (prompt, listed) in enumerate(zip(prompts, replies, strict=True)):
             p = len(prompt)
-            self.ids[row, :p] = torch.tensor(list(prompt), dtype=torch.long)
-            self.positions[row, :p] = torch.arange(p)
-            self.visible[row, :p, :p] = torch.ones((p, p), dtype=torch.bool).tril()
+            ids += prompt
+            positions += range(p)
+            segments += [0] * p
             start = p
-            for reply in listed:
+            for segment, reply in enumerate(listed, start=1):
                 n = len(reply)
-                self.ids[row, start : start + n] = torch.tensor(list(reply), dtype=torch.long)
-                self.positions[row, start : start + n] = p + torch.arange(n)
-                self.visible[row, start : start + n, :p] = True
-                self.visible[row, start : start + n, start : start + n] = torch.ones((n, n), dtype=torch.bool).tril()
+                ids += reply
+                positions += range(p, p + n)
+                segments += [segment] * n
                 rows += [row] * n
                 predictors += [p - 1, *range(start, start + n - 1)]
-                targets += list(reply)
-                reply_of_token += [len(self.reply_lengths)] * n
+                targets += reply
                 self.reply_lengths.append(n)
                 start += n
-            pad = torch.arange(lengths[row], width)
-            self.visible[row, pad, pad] = True  # padding sees itself: no all-masked query row
+            pad = width - start
+            ids += [pad_token_id] * pad
+            positions += [0] * pad
+            segments += [-1] * pad
+        shape = (len(prompts), width)
+        self.ids = torch.tensor(ids, dtype=torch.long).view(shape)
+        self.positions = torch.tensor(positions, dtype=torch.long).view(shape)
+        segment = torch.tensor(segments, dtype=torch.long).view(shape)
+        query, key = segment[:, :, None], segment[:, None, :]
+        self.visible = torch.ones((width, width), dtype=torch.bool).tril() & ((key == 0) | (key == query))
         self.rows = torch.tensor(rows, dtype=torch.long)
         self.predictors = torch.tensor(predictors, dtype=torch.long)
         self.targets = torch.tensor(targets, dtype=torch.long)
-        self.reply_of_token = torch.tensor(reply_of_token, dtype=torch.long)
+        self.reply_of_token = torch.repeat_interleave(
+            torch.arange(len(self.reply_lengths)), torch.tensor(self.reply_lengths)
+        )
 
 
 def _attention_mask(model: PreTrainedModel, visible: Tensor) -> Tensor:
