@@ -21,7 +21,8 @@ One `Learner.step(batch)`:
    the objective says (ATOD: its T-DUR weight, docs/design/046); with `rl_over: replies` their RL advantage moves
    off their tokens to PPO's term on the drawn reply's probability over the list (`trainer.objectives.reply_rl`,
    docs/design/047), from the same forward; when every token advantage is then 0 (OPD or GRPO with every turn
-   listed) the token pass is skipped: its gradient would be 0;
+   listed) the token pass is skipped: its gradient would be 0; with `optim.listed_keep` < 1 the KL trains on that share
+   of the listed turns only, those the rollout's and the teacher's scores put furthest apart (docs/design/050);
 3. grad-norm clip, AdamW step (`optim.adamw`: fused on the CPU, `trainer.adamw`). bf16 autocast on CUDA,
    and on the CPU with `cpu_bf16` (fp32 master weights and AdamW state either way; `trainer.precision`).
 
