@@ -151,11 +151,11 @@ class _Packed:
             positions += range(p)
             segments += [0] * p
             start = p
-            for segment, reply in enumerate(listed, start=1):
+            for reply_index, reply in enumerate(listed, start=1):
                 n = len(reply)
                 ids += reply
                 positions += range(p, p + n)
-                segments += [segment] * n
+                segments += [reply_index] * n
                 rows += [row] * n
                 predictors += [p - 1, *range(start, start + n - 1)]
                 targets += reply
