@@ -44,6 +44,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (3e-3 suits the tiny models)")
     p.add_argument("--schedule", choices=["constant", "cosine"], default="constant", help="learning-rate schedule")
     p.add_argument("--batch-tokens", type=int, default=2048, help="tokens per SFT batch")
+    p.add_argument(
+        "--exact-match-turns",
+        type=int,
+        default=0,
+        help="greedy exact match scored before and after on this many held-out turns (0: all of them)",
+    )
     p = sub.add_parser("make-models", help="tiny tokenizer + student + teacher from environment text")
     _config_args(p, required=False)
     p.add_argument("--out", default="runs/models")
@@ -343,6 +349,8 @@ def _run(args: argparse.Namespace) -> int:
         lr=args.lr,
         schedule=args.schedule,
         batch_tokens=args.batch_tokens,
+        exact_match_turns=args.exact_match_turns,
+        on_step=lambda record: print(json.dumps(record), file=sys.stderr, flush=True),
     )
     print(json.dumps(sft_result))
     return 0

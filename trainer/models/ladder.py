@@ -169,15 +169,12 @@ def _train_rung(
     spec's dtype."""
     from trainer.models.loading import load_model, load_tokenizer
     from trainer.precision import cpu_bf16
-    from trainer.quickstart.models import renderer_for
-    from trainer.rollout.expert import sft_examples
+    from trainer.quickstart.models import config_sft_examples
     from trainer.sft import evaluate_exact_match, sft_train
 
     tokenizer = load_tokenizer(source)
     model = load_model(source)
-    examples = sft_examples(
-        episodes, renderer_for(config), tokenizer, config.prompt.max_prompt_tokens, config.prompt.reply_space
-    )
+    examples = config_sft_examples(config, episodes, tokenizer)
     held_out, train_set = examples[-spec.held_out_turns :], examples[: -spec.held_out_turns]
     bf16 = cpu_bf16(config.precision.cpu_bf16, "cpu")
     role = out.name

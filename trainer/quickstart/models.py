@@ -64,6 +64,16 @@ def renderer_for(config: TrainerConfig, style: str | None = None) -> PromptRende
     )
 
 
+def config_sft_examples(
+    config: TrainerConfig, episodes: Sequence[ExpertEpisode], tokenizer: Any
+) -> list[tuple[list[int], list[int]]]:
+    """The SFT examples of expert episodes as `config`'s rollouts see and write them: its prompt renderer and prompt
+    budget, and its reply spacing (`prompt.reply_space`), so that SFT trains the replies the rollout lists."""
+    return sft_examples(
+        episodes, renderer_for(config), tokenizer, config.prompt.max_prompt_tokens, config.prompt.reply_space
+    )
+
+
 def expert_episodes(
     config: TrainerConfig,
     target: str,
@@ -90,7 +100,8 @@ def make_models(
 ) -> TinyModels:
     """Tokenizer on the episodes' text (both prompt styles) + random student and teacher of the (hidden size, layers)
     shapes given."""
-    texts = expert_texts(episodes, [renderer_for(config, "compact"), renderer_for(config, "atod")])
+    renderers = [renderer_for(config, "compact"), renderer_for(config, "atod")]
+    texts = expert_texts(episodes, renderers, config.prompt.reply_space)
     return make_tiny_models(out_dir, texts, student=TinySpec(*student), teacher=TinySpec(*teacher), vocab_size=1024)
 
 
@@ -120,8 +131,10 @@ def sft_from_expert(
 
     out = Path(out_dir)
     tokenizer = load_tokenizer(model_dir)
-    examples = sft_examples(episodes, renderer_for(config), tokenizer, config.prompt.max_prompt_tokens)
+    examples = config_sft_examples(config, episodes, tokenizer)
     key = {"examples": len(examples), "steps": steps, "style": config.prompt.style, "source": str(model_dir)}
+    if config.prompt.reply_space:
+        key["reply_space"] = True  # an unspaced config's key as before: its cached models stay valid
     marker = out / SFT_MARKER
     if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
         cached: dict[str, float] = json.loads(marker.read_text())["result"]

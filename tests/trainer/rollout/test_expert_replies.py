@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from trainer.config import load_config
 from trainer.models import train_tokenizer
 from trainer.prompts import PromptRenderer, PromptState
+from trainer.quickstart.models import config_sft_examples, renderer_for
 from trainer.rollout.expert import ExpertEpisode, action_text, expert_texts, sft_examples
 
 PASSAGE = "Doc 1(Title: Sao Tome and Principe) Its capital is Sao Tome. Its calling code is +239."
@@ -49,3 +51,15 @@ def test_sft_examples_and_the_tokenizers_corpus_take_the_spaced_reply() -> None:
     tokenizer = train_tokenizer(texts * 4, vocab_size=400)
     ((_, response),) = sft_examples([episode], renderer, tokenizer, spaced=True)
     assert tokenizer.decode(response) == "<answer> Sao Tome</answer><|im_end|>"
+
+
+@pytest.mark.parametrize("spaced", [False, True])
+def test_a_configs_sft_examples_are_spaced_as_its_rollouts_list_replies(spaced: bool) -> None:
+    """`trainer sft`, the quickstart's SFT and the ladder take their examples from the config: a `reply_space`
+    config trains the spaced reply its rollout's `choice` scores (the unspaced one it never lists)."""
+    episode = ExpertEpisode("t", [PromptState("q?", PASSAGE, [], [])], ["<answer>Sao Tome</answer>"], won=True)
+    config = load_config("ladder-searchqa.yaml", [f"prompt.reply_space={str(spaced).lower()}"])
+    tokenizer = train_tokenizer(expert_texts([episode], [renderer_for(config)], spaced=True) * 4, vocab_size=400)
+    ((_, response),) = config_sft_examples(config, [episode], tokenizer)
+    expected = action_text("<answer>Sao Tome</answer>", spaced=spaced)
+    assert tokenizer.decode(response) == f"{expected}<|im_end|>"
