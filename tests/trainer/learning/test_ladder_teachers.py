@@ -7,6 +7,7 @@ prompt, the environment or generation lowers it."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -57,12 +58,15 @@ SPECS = sorted(path.stem for path in LADDERS.glob("*.yaml"))
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", SPECS)
-def test_a_shipped_ladder_holds_its_levels(name: str) -> None:
+def test_a_ladder_holds_its_levels(name: str) -> None:
+    """The models where the ladder's config reads them: shipped (ALFWorld's), or made there by the spec's command
+    (SmolLM2's, too large to ship: skipped until made)."""
     spec = LadderSpec.load(name)
-    folder = SHIPPED / f"ladder-{name}"
+    config = spec.trainer_config()
+    folder = Path(config.models.teacher).parent
     if not (folder / "teacher").is_dir():
-        pytest.skip(f"no models shipped for ladder {name} (`trainer make-models --ladder {name} --out {folder}`)")
-    _skip_without_server(spec.trainer_config().env.name)
+        pytest.skip(f"ladder {name}'s models are not made (`trainer make-models --ladder {name} --out {folder}`)")
+    _skip_without_server(config.env.name)
     figures = evaluate_ladder(spec, role_folders(folder))
     teacher, student = figures["teacher"]["success"], figures["student"]["success"]
     assert teacher >= spec.levels.teacher_min, f"ladder {name}: teacher {teacher:.2f} < {spec.levels.teacher_min:.2f}"

