@@ -1,9 +1,10 @@
 """A model ladder for one environment: a teacher SFT'd toward the papers' level and a student far below it.
 
 `trainer make-models --ladder NAME` reads `trainer/configs/ladder/NAME.yaml` (`LadderSpec`): the trainer config
-whose environment and prompt the models learn, how many expert episodes, the two model shapes and their SFT.
-It plays the expert through a local server (the config's `env.targets`), trains one tokenizer on the won
-episodes' text, makes both random Qwen3 models and SFTs each in two phases (docs/design/024-ladder-webshop-searchqa.md):
+whose environment and prompt the models learn, how many expert episodes, the two models' base and their SFT.
+It plays the expert through a local server (the config's `env.targets`); a `tiny` base trains one tokenizer on the
+won episodes' text and makes both random Qwen3 models, a `smollm2` base starts both from SmolLM2-135M-Instruct
+(docs/design/051-smollm2-ladder-teachers.md); then it SFTs each in two phases (docs/design/024):
 
 * `read_steps` on the whole rendered turn (prompt and response): next-token loss on every token, which teaches
   the copying these tasks need (an entity from the question into a query, an answer out of a passage, a product
