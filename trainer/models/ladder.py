@@ -103,17 +103,22 @@ class LadderSpec:
     seed: int = 0
 
     @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LadderSpec:
+        """A spec from its mapping (a YAML spec with its `name`, or a record's `spec`: fields it lacks, added since
+        the record was written, take their defaults)."""
+        fields = dict(data)
+        teacher, student = Rung.from_dict(fields.pop("teacher")), Rung.from_dict(fields.pop("student"))
+        return cls(teacher=teacher, student=student, levels=Levels(**fields.pop("levels")), **fields)
+
+    @classmethod
     def load(cls, name: str) -> LadderSpec:
         """The spec `name` (a shipped ladder's name, or a YAML path)."""
         path = Path(name) if name.endswith((".yaml", ".yml")) else LADDERS / f"{name}.yaml"
         if not path.is_file():
             known = ", ".join(sorted(p.stem for p in LADDERS.glob("*.yaml")))
             raise ConfigError(f"no ladder {name!r} ({path}); shipped ladders: {known}")
-        data: dict[str, Any] = yaml.safe_load(path.read_text())
         try:
-            teacher, student = Rung.from_dict(data.pop("teacher")), Rung.from_dict(data.pop("student"))
-            levels = data.pop("levels")
-            spec = cls(name=path.stem, teacher=teacher, student=student, levels=Levels(**levels), **data)
+            spec = cls.from_dict({**yaml.safe_load(path.read_text()), "name": path.stem})
         except (KeyError, TypeError) as exc:
             raise ConfigError(f"ladder {path}: {exc}") from exc
         if spec.dtype not in DTYPES:

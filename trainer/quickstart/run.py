@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.config import TrainerConfig, load_config
@@ -194,13 +194,20 @@ def ladder_models(plan: ModelPlan, models_dir: Path, origin: Origin = "reused") 
     path = models_dir / LADDER_RECORD
     if not path.is_file():
         return None
-    spec = json.loads(json.dumps(asdict(LadderSpec.load(plan.ladder))))  # as the record reads it back
     folders = role_folders(models_dir)
-    if json.loads(path.read_text()).get("spec") != spec or not all(
+    if not _made_from(path, LadderSpec.load(plan.ladder)) or not all(
         (f / "config.json").is_file() for f in folders.values()
     ):
         return None
     return QuickstartModels(folders["student"], folders["teacher"], {}, origin=origin)
+
+
+def _made_from(record: Path, spec: LadderSpec) -> bool:
+    """Whether the ladder record was made from `spec` (a field added to the spec since, at its default, still is)."""
+    try:
+        return LadderSpec.from_dict(json.loads(record.read_text())["spec"]) == spec
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def ready_ladder_models(plan: ModelPlan, models_root: Path) -> QuickstartModels | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from trainer.models.dagger import Dagger, kept_labels
 from trainer.models.ladder import RECORD, LadderSpec, Rung, mix_families
 from trainer.models.loading import load_model
 from trainer.models.missing import remedy
+from trainer.quickstart.models import SHIPPED
+from trainer.quickstart.plans import LADDER
+from trainer.quickstart.run import ladder_models
 
 
 def test_mix_families_takes_each_family_in_turn() -> None:
@@ -176,3 +180,17 @@ def test_a_smollm2_ladder_sfts_the_teacher_and_keeps_the_student_as_it_is(tmp_pa
         if not torch.equal(a, b)
     ]
     assert changed, "the teacher's SFT step left every weight as the student's"
+
+
+def test_a_record_from_before_a_spec_field_was_added_still_names_its_spec(tmp_path: Path) -> None:
+    """The shipped ALFWorld record predates `Rung.base`: its models stay the ladder's (the quickstart and the ladder
+    comparisons find them), while a record of another spec does not match."""
+    shipped = SHIPPED / "ladder-alfworld"
+    record = json.loads((shipped / RECORD).read_text())
+    assert "base" not in record["spec"]["teacher"]
+    assert ladder_models(LADDER["alfworld"], shipped) is not None
+    changed = tmp_path / "changed"
+    shutil.copytree(shipped, changed)
+    record["spec"]["teacher"]["sft_steps"] += 1
+    (changed / RECORD).write_text(json.dumps(record))
+    assert ladder_models(LADDER["alfworld"], changed) is None
