@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -15,6 +16,9 @@ from trainer.backends.hf import HFBackend
 from trainer.learner_dist import LogprobModel
 from trainer.lr_schedule import LrSchedule, lr_factor
 from trainer.precision import autocast
+
+if TYPE_CHECKING:
+    from trainer.config import OptimConfig
 
 Example = tuple[list[int], list[int]]
 """(prompt token ids, response token ids); the response usually ends with EOS."""
@@ -63,6 +67,17 @@ def response_loss(
     targets = labels != -100
     logp, _ = LogprobModel(model, LOSS_CHUNK_TOKENS)(ids, mask, targets)
     return -logp[targets].sum() / targets.sum().clamp(min=1)
+
+
+def learner_budget(optim: OptimConfig) -> dict[str, Any]:
+    """`sft_train`'s keyword arguments for an SFT under a trainer config: its learner's AdamW implementation and
+    micro-batching (`optim.adamw`, `micro_batch_tokens`, `micro_batch_width_multiple`), so that the SFT bounds its
+    activations and tensor shapes as the config's learner does (docs/design/039)."""
+    return {
+        "adamw": optim.adamw,
+        "micro_batch_tokens": optim.micro_batch_tokens,
+        "micro_batch_width_multiple": optim.micro_batch_width_multiple,
+    }
 
 
 def _token_budget_batches(examples: Sequence[Example], batch_tokens: int, rng: random.Random) -> list[list[Example]]:

@@ -76,7 +76,7 @@ def dagger_rounds(
     round (play, labels, SFT, `score(model)`)."""
     from trainer.rollout import SamplingSettings
     from trainer.rollout.dagger import label_all, labelled_examples
-    from trainer.sft import sft_train
+    from trainer.sft import learner_budget, sft_train
     from trainer.workers import RolloutWorker
 
     play = config.model_copy(deep=True)
@@ -120,6 +120,7 @@ def dagger_rounds(
             trained = sft_train(
                 model, tokenizer, [*expert_examples, *labels], steps=dagger.steps, lr=dagger.lr,
                 batch_tokens=batch_tokens, seed=seed + index, schedule="cosine", cpu_bf16=bf16,
+                **learner_budget(config.optim),
             )  # fmt: skip
             record.update({f"sft_{key}": value for key, value in trained.items()}, score=score(model))
             log(f"dagger round {index + 1}: {record}")

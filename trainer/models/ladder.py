@@ -204,7 +204,7 @@ def _train_rung(
     from trainer.models.loading import load_model, load_tokenizer
     from trainer.precision import cpu_bf16
     from trainer.quickstart.models import config_sft_examples
-    from trainer.sft import evaluate_exact_match, sft_train
+    from trainer.sft import evaluate_exact_match, learner_budget, sft_train
 
     tokenizer = load_tokenizer(source)
     model = load_model(source)
@@ -223,7 +223,7 @@ def _train_rung(
         if steps:
             trained = sft_train(
                 model, tokenizer, data, steps=steps, lr=rung.lr, batch_tokens=spec.batch_tokens, seed=spec.seed,
-                schedule="cosine", log_fn=on_step, log_every=50, cpu_bf16=bf16,
+                schedule="cosine", log_fn=on_step, log_every=50, cpu_bf16=bf16, **learner_budget(config.optim),
             )  # fmt: skip
             result.update({f"{phase}_{key}": value for key, value in trained.items()})
     if rung.dagger.rounds:

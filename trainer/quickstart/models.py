@@ -127,7 +127,7 @@ def sft_from_expert(
     """
     from trainer.models.loading import load_model, load_tokenizer
     from trainer.precision import cpu_bf16
-    from trainer.sft import evaluate_exact_match, sft_train
+    from trainer.sft import evaluate_exact_match, learner_budget, sft_train
 
     out = Path(out_dir)
     tokenizer = load_tokenizer(model_dir)
@@ -157,9 +157,7 @@ def sft_from_expert(
         log_fn=on_step,
         log_every=log_every,
         cpu_bf16=bf16,
-        adamw=config.optim.adamw,
-        micro_batch_tokens=config.optim.micro_batch_tokens,  # the learner's budget bounds the SFT's activations too
-        micro_batch_width_multiple=config.optim.micro_batch_width_multiple,
+        **learner_budget(config.optim),
     )
     after = evaluate_exact_match(model, tokenizer, scored, cpu_bf16=bf16)
     result.update(exact_match_before=before, exact_match_after=after, exact_match_turns=len(scored))

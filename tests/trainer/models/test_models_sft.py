@@ -12,8 +12,17 @@ from transformers import PreTrainedTokenizerBase
 
 from trainer.backends import HFBackend
 from trainer.backends.base import SamplingSettings
+from trainer.config import OptimConfig
 from trainer.models import make_tiny_model, train_tokenizer
-from trainer.sft import FINAL_LR_SHARE, _collate, evaluate_exact_match, response_loss, sft_lr_factor, sft_train
+from trainer.sft import (
+    FINAL_LR_SHARE,
+    _collate,
+    evaluate_exact_match,
+    learner_budget,
+    response_loss,
+    sft_lr_factor,
+    sft_train,
+)
 
 RECEPTACLES = ["countertop", "fridge", "cabinet", "drawer", "shelf", "sinkbasin", "microwave", "desk", "sofa"]
 VERBS = ["go to", "open", "close", "examine"]
@@ -163,3 +172,17 @@ def test_micro_batches_accumulate_the_whole_batch_step(tokenizer: PreTrainedToke
         assert split["tokens"] == whole["tokens"]
         for a, b in zip(got, want, strict=True):
             torch.testing.assert_close(a, b, atol=atol, rtol=1e-4)
+
+
+def test_an_sft_under_a_config_takes_its_learners_budget(tokenizer: PreTrainedTokenizerBase) -> None:
+    """The ladder's, DAgger's and the quickstart's SFT micro-batch and pad as the config's learner does: its AdamW
+    implementation, token budget and width multiple reach `sft_train` (the ladder's had left them at their defaults,
+    one width per batch)."""
+    optim = OptimConfig(micro_batch_tokens=24, micro_batch_width_multiple=16, adamw="foreach")
+    budget = learner_budget(optim)
+    assert budget == {"adamw": "foreach", "micro_batch_tokens": 24, "micro_batch_width_multiple": 16}
+    examples = [
+        (tokenizer.encode(p), [*tokenizer.encode(r), tokenizer.eos_token_id]) for p, r in [_pair("open", "fridge", 1)]
+    ]
+    result = sft_train(make_tiny_model(tokenizer, seed=0), tokenizer, examples * 3, steps=1, batch_tokens=128, **budget)
+    assert result["steps"] == 1  # the keywords are sft_train's own
