@@ -566,6 +566,13 @@ class EvalConfig(_Section):
 
     temperature: float = Field(0.4, gt=0, description="Sampling temperature at evaluation (ATOD: 0.4).")
     num_tasks: int = Field(20, ge=1, description="Held-out tasks evaluated.")
+    families_in_turn: list[str] = Field(
+        default_factory=list,
+        description="The held-out tasks taken in turn from each of these families (each one's first tasks, in this "
+        "order), not the split's first `num_tasks`: a split listed family by family (Search-QA's test split, its "
+        "seven datasets one after another) would otherwise give one family. []: the split's first tasks (of "
+        "`env.families` when set).",
+    )
     samples: int = Field(
         1,
         ge=1,

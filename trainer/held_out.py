@@ -20,14 +20,25 @@ Play = Callable[[list[tuple[str, int]], SamplingSettings, int], tuple[list[Traje
 
 
 def held_out_tasks(config: TrainerConfig, source: TaskSource) -> dict[str, list[str]]:
-    """The first `eval.num_tasks` tasks of every held-out split (`env.eval_splits`, else `env.eval_split`)."""
+    """The first `eval.num_tasks` tasks of every held-out split (`env.eval_splits`, else `env.eval_split`), taken in
+    turn from each of `eval.families_in_turn` when it names families."""
     tasks = {}
     for split in config.env.held_out_splits():
-        ids = source.task_ids(split, config.env.families)[: config.eval.num_tasks]
+        if config.eval.families_in_turn:
+            ids = in_turn([source.task_ids(split, (family,)) for family in config.eval.families_in_turn])
+        else:
+            ids = source.task_ids(split, config.env.families)
+        ids = ids[: config.eval.num_tasks]
         if not ids:
             raise ValueError(f"held-out split {split!r} has no tasks on the server; set env.eval_split/eval_splits")
         tasks[split] = ids
     return tasks
+
+
+def in_turn(columns: Sequence[Sequence[str]]) -> list[str]:
+    """The items of `columns` taken in turn: the first of each column, then the second of each, and so on (a column
+    that runs out is skipped)."""
+    return [column[row] for row in range(max(map(len, columns), default=0)) for column in columns if row < len(column)]
 
 
 def combine_splits(per_split: Mapping[str, Mapping[str, float]], prefix: str = "eval") -> dict[str, float]:

@@ -32,6 +32,7 @@ import torch
 import yaml
 
 from trainer.config import ConfigError, TrainerConfig, load_config
+from trainer.held_out import in_turn
 from trainer.models.dagger import Dagger, dagger_rounds
 
 LADDERS = Path(__file__).resolve().parents[1] / "configs" / "ladder"
@@ -261,6 +262,22 @@ def role_folders(models_dir: str | Path) -> dict[str, Path]:
     return {role: Path(models_dir) / role for role in ROLES}
 
 
+def made_ladder_models(name: str, models_dir: str | Path) -> dict[str, Path] | None:
+    """The teacher's and student's folders in `models_dir` when `trainer make-models --ladder NAME` made them there
+    from the ladder's spec as it is now (a field added to the spec since, at its default, still matches) and both are
+    there; else None."""
+    spec = LadderSpec.load(name)  # an unknown ladder is refused, whatever the folder holds
+    record = Path(models_dir) / RECORD
+    folders = role_folders(models_dir)
+    if not record.is_file() or not all((folder / "config.json").is_file() for folder in folders.values()):
+        return None
+    try:
+        made_from = LadderSpec.from_dict(json.loads(record.read_text())["spec"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return folders if made_from == spec else None
+
+
 def held_out_ids(config: TrainerConfig, target: str, count: int) -> list[str]:
     """The first `count` tasks of the eval split taken in turn from each family (in the server's order).
 
@@ -282,9 +299,7 @@ def mix_families(tasks: Sequence[tuple[str, str]], families: Sequence[str], coun
     for task_id, family in tasks:
         if not families or family in families:
             by_family.setdefault(family, []).append(task_id)
-    columns = list(by_family.values())
-    mixed = [column[row] for row in range(max(map(len, columns), default=0)) for column in columns if row < len(column)]
-    return mixed[:count]
+    return in_turn(list(by_family.values()))[:count]
 
 
 def evaluate_ladder(

@@ -10,7 +10,6 @@ student and the teacher; training; the trained student's evaluation; the report 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import tempfile
@@ -23,7 +22,7 @@ from trainer.driver import train
 from trainer.eval import EvalResult, evaluate, write_eval
 from trainer.memory import map_large_allocations, release_memory
 from trainer.models.ladder import RECORD as LADDER_RECORD
-from trainer.models.ladder import LadderSpec, make_ladder, role_folders
+from trainer.models.ladder import LadderSpec, made_ladder_models, make_ladder
 from trainer.progress import Phases, bar, quiet_libraries
 from trainer.quickstart.models import (
     MODELS_RECORD,
@@ -191,23 +190,8 @@ def _settle_process(plan: ModelPlan, verbose: bool) -> None:
 def ladder_models(plan: ModelPlan, models_dir: Path, origin: Origin = "reused") -> QuickstartModels | None:
     """A ladder plan's models in `models_dir` (`trainer make-models --ladder`) when its record was made from the
     ladder's spec as it is now and both models are there; else None."""
-    path = models_dir / LADDER_RECORD
-    if not path.is_file():
-        return None
-    folders = role_folders(models_dir)
-    if not _made_from(path, LadderSpec.load(plan.ladder)) or not all(
-        (f / "config.json").is_file() for f in folders.values()
-    ):
-        return None
-    return QuickstartModels(folders["student"], folders["teacher"], {}, origin=origin)
-
-
-def _made_from(record: Path, spec: LadderSpec) -> bool:
-    """Whether the ladder record was made from `spec` (a field added to the spec since, at its default, still is)."""
-    try:
-        return LadderSpec.from_dict(json.loads(record.read_text())["spec"]) == spec
-    except (KeyError, TypeError, ValueError):
-        return False
+    folders = made_ladder_models(plan.ladder, models_dir)
+    return None if folders is None else QuickstartModels(folders["student"], folders["teacher"], {}, origin=origin)
 
 
 def ready_ladder_models(plan: ModelPlan, models_root: Path) -> QuickstartModels | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -67,3 +67,24 @@ def test_full_build_has_50k_passages_and_every_dataset(tmp_path: Path) -> None:
     assert isinstance(manifest["passages"], int) and manifest["passages"] >= 50_000
     counts = manifest["questions"]
     assert isinstance(counts, dict) and all(row["test"] == 200 and row["train"] >= 100 for row in counts.values())
+
+
+def test_the_held_out_set_takes_the_families_in_turn(kind: SearchQAKind) -> None:
+    """Search-QA's test split lists its seven datasets one after another: its first tasks are one dataset's, while
+    `eval.families_in_turn` takes the first of each, then the second of each (the papers' mixed validation set)."""
+    from trainer.config import load_config
+    from trainer.held_out import held_out_tasks
+
+    class Listing:  # the server's ListTasks answer, read from the real kind
+        def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]:
+            return [s.task_id for s in kind.tasks(split) if not families or s.family in families]
+
+    overrides = ["env.eval_split=test", "eval.num_tasks=9"]
+    config = load_config("ladder-searchqa.yaml", [*overrides, "eval.num_tasks=6"])  # the small set: 6 a dataset
+    [first] = held_out_tasks(config, Listing()).values()
+    assert {task.partition("/")[0] for task in first} == {"nq"}
+    families = ["nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle"]
+    config = load_config("ladder-searchqa.yaml", [*overrides, f"eval.families_in_turn=[{', '.join(families)}]"])
+    [mixed] = held_out_tasks(config, Listing()).values()
+    assert [task.partition("/")[0] for task in mixed] == [*families, "nq", "triviaqa"]
+    assert mixed[7] == first[1]  # each family's own order kept

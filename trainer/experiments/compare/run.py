@@ -20,9 +20,9 @@ from trainer.experiments.compare.lr_search import SEARCH_RECORD, SearchResult, s
 from trainer.experiments.compare.spec import Arm, CompareSpec
 from trainer.metrics import read_metrics
 from trainer.models.ladder import RECORD as LADDER_RECORD
-from trainer.quickstart.models import SFT_MARKER, expert_episodes, make_models, sft_from_expert
+from trainer.models.ladder import made_ladder_models
+from trainer.quickstart.models import SFT_MARKER, SHIPPED, expert_episodes, make_models, sft_from_expert
 from trainer.quickstart.plans import LADDER
-from trainer.quickstart.run import ready_ladder_models
 from trainer.rollout.local_server import LocalServer
 from trainer.workers.learner import latest_checkpoint
 
@@ -100,15 +100,17 @@ def model_folders(spec: CompareSpec, models: Path) -> dict[str, Path]:
     that ladder's models (in `models` when made there, else the shipped ones)."""
     if not spec.ladder:
         return {"student": models / STUDENT, "teacher": models / TEACHER}
-    if spec.ladder not in LADDER:
-        raise ConfigError(f"no model ladder {spec.ladder!r}; ladders: {', '.join(LADDER)}")
-    ready = ready_ladder_models(LADDER[spec.ladder], models)
-    if ready is None:
+    plan = LADDER.get(spec.ladder)  # a ladder the quickstart ships (ALFWorld's); the others are made by a command
+    folders = made_ladder_models(spec.ladder, models) or (
+        made_ladder_models(spec.ladder, SHIPPED / plan.folder) if plan else None
+    )
+    if folders is None:
+        where = f"neither in {models} nor shipped" if plan else f"not in {models}"
         raise ConfigError(
-            f"the {spec.ladder} ladder's models are neither in {models} nor shipped: make them with "
+            f"the {spec.ladder} ladder's models are {where}: make them with "
             f"trainer make-models --ladder {spec.ladder} --out {models}"
         )
-    return {"student": ready.student, "teacher": ready.teacher}
+    return folders
 
 
 @contextmanager

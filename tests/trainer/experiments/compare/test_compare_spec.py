@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import shutil
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from trainer.branching.plugin import fork_config
 from trainer.config import ConfigError, TrainerConfig
 from trainer.experiments.compare import CompareSpec, load_spec
 from trainer.experiments.compare.run import arm_config, model_folders
+from trainer.models.ladder import RECORD as LADDER_RECORD
+from trainer.models.ladder import LadderSpec
 from trainer.objectives.registry import build_config, get_objective
 from trainer.quickstart.models import SHIPPED
 from trainer.quickstart.plans import LADDER
@@ -126,7 +129,7 @@ def test_the_ladder_comparison_starts_every_arm_from_the_ladders_models(tmp_path
         replace(spec, expert_tasks=10).checked("x")
     with pytest.raises(ConfigError, match="needed without `ladder`"):
         replace(spec, ladder="").checked("x")
-    with pytest.raises(ConfigError, match="no model ladder 'nope'"):
+    with pytest.raises(ConfigError, match="no ladder 'nope'"):
         model_folders(replace(spec, ladder="nope"), made)
 
 
@@ -236,3 +239,37 @@ def test_delegated_comparisons_map_out_models_and_quick() -> None:
     assert argv[:4] == ["--out", "out", "--runs", str(Path("out") / "runs")]
     assert f"models.student={Path('m') / 'student-warm'}" in argv and argv[-4:] == ["4", "--loads", "low", "high"]
     assert delegated_argv("branchopd-savings", "out", None, quick=False) == ["--out", "out"]
+
+
+def test_the_searchqa_ladder_comparison_runs_atods_arms_on_free_text(tmp_path: Path) -> None:
+    """atod-ladder-searchqa (docs/design/052): atod-ladder's five arms on the Search-QA ladder's models where
+    `trainer make-models --ladder searchqa` made them (a ladder the quickstart does not ship), the papers' token-level
+    terms (free-text replies), one 8-trajectory budget, ATOD annealed over 30 of the 40 steps, and a held-out set that
+    takes the seven datasets in turn. Elsewhere, or made from another spec, the comparison names the command."""
+    spec = load_spec("atod-ladder-searchqa")
+    made = tmp_path / "ladder-searchqa"
+    for role in ("student", "teacher"):
+        (made / role).mkdir(parents=True)
+        (made / role / "config.json").write_text("{}")
+    record = {"spec": asdict(LadderSpec.load("searchqa"))}
+    (made / LADDER_RECORD).write_text(json.dumps(record))
+    configs = {a.name: arm_config(spec, a, 1, Path("out"), made, "127.0.0.1:1") for a in spec.arms}
+    assert list(configs) == ["grpo", "opd", "atod", "atod-tdur-none", "atod-anneal-off"]
+    for name, config in configs.items():
+        assert config.env.name == "searchqa" and config.rollout.action_match == "exact", name
+        assert config.rollout.group_size * config.rollout.tasks_per_step == 8, name
+        assert config.models.student == str(made / "student"), name
+        assert len(config.eval.families_in_turn) == 7 and config.eval.num_tasks == 56, name
+        objective = build_config(config.objective.name, config.objective.params)
+        if config.objective.name == "atod":
+            assert (objective.kl_over, objective.rl_over, objective.coef_anneal_steps) == ("tokens", "tokens", 30)
+    assert configs["grpo"].rollout.group_size == 4 and configs["opd"].rollout.group_size == 1
+    assert build_config("atod", configs["atod-tdur-none"].objective.params).tdur == "none"
+    assert build_config("atod", configs["atod-anneal-off"].objective.params).anneal is False
+    assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= set(configs)
+    with pytest.raises(ConfigError, match="trainer make-models --ladder searchqa --out"):
+        model_folders(spec, tmp_path / "elsewhere")
+    record["spec"]["teacher"]["sft_steps"] += 1
+    (made / LADDER_RECORD).write_text(json.dumps(record))
+    with pytest.raises(ConfigError, match="not in"):
+        model_folders(spec, made)
