@@ -266,14 +266,21 @@ def _episodes(samples: int) -> str:
     return "one episode" if samples == 1 else f"{samples} episodes"
 
 
+def _rung(role: str, rung: dict[str, Any]) -> str:
+    """A ladder rung's model: its tiny shape, or its pretrained base (a record from before `base` is tiny)."""
+    if rung.get("base", "tiny") == "tiny":
+        return f"{role} {rung['hidden']} x {rung['layers']}"
+    return f"{role} {rung['base']} SFT'd {rung['sft_steps']} steps"
+
+
 def _models_line(models: dict[str, Any]) -> str:
     """Where the starting models came from: the SFT runs that made them, or their model ladder."""
     if "ladder" in models:
         spec = models["record"]["spec"]
-        shapes = "; ".join(f"{role} {spec[role]['hidden']} x {spec[role]['layers']}" for role in ("teacher", "student"))
         return (
             f"Models: the {models['ladder']} model ladder's (`trainer make-models --ladder {models['ladder']}`, "
-            f"from {models['folder']}): {shapes} (hidden x layers)."
+            f"from {models['folder']}): {'; '.join(_rung(role, spec[role]) for role in ('teacher', 'student'))}"
+            f"{' (hidden x layers)' if spec['teacher'].get('base', 'tiny') == 'tiny' else ''}."
         )
     made = "reused from the models folder" if models["reused"] else "made by this run"
     teacher, student = _sft_line("teacher", models["teacher-sft"]), _sft_line("student", models["student-warm"])

@@ -201,3 +201,13 @@ def test_report_compares_teacher_scored_arms_at_equal_teacher_tokens(tmp_path: P
     assert "Held-out success at equal teacher tokens (1,000: the smallest arm's total" in text
     assert "| opd | 2,000 | 0.30 |" in text and "| branchopd | 1,000 | 0.60 |" in text and "| grpo | 0," not in text
     assert (tmp_path / "success-vs-teacher-tokens.png").stat().st_size > 1000
+
+
+def test_the_models_line_names_a_pretrained_ladders_base() -> None:
+    """A SmolLM2 ladder's rungs have no tiny shape: the report names their base and SFT steps (it printed 0 x 0)."""
+    from trainer.experiments.compare.report import _models_line
+
+    rung = {"base": "smollm2", "hidden": 0, "layers": 0, "sft_steps": 200}
+    record = {"spec": {"teacher": rung, "student": {**rung, "sft_steps": 6}}}
+    line = _models_line({"ladder": "searchqa", "folder": "m", "record": record})
+    assert "teacher smollm2 SFT'd 200 steps; student smollm2 SFT'd 6 steps." in line and "x 0" not in line
