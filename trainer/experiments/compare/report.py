@@ -10,6 +10,7 @@ from typing import Any
 import numpy
 
 from trainer import curves
+from trainer.config import load_config
 from trainer.experiments.compare.lr_search import search_table
 from trainer.experiments.compare.run import ArmRun, Measured
 from trainer.experiments.compare.spec import CompareSpec
@@ -287,6 +288,18 @@ def _models_line(models: dict[str, Any]) -> str:
     return f"Models ({made}): {teacher}; {student}."
 
 
+def _held_out_tasks(spec: CompareSpec) -> str:
+    """Which held-out tasks the arms evaluate: the eval split's first `eval_tasks`, or with `eval.families_in_turn`
+    that many taken in turn from the named families."""
+    families = load_config(spec.base, spec.arm_overrides(spec.arms[0], 0)).eval.families_in_turn
+    if not families:
+        return f"each of the first {spec.eval_tasks} tasks of the eval split"
+    return (
+        f"each of {spec.eval_tasks} tasks of the eval split taken in turn from its families "
+        f"{', '.join(families)} (the first of each, then the second, ...)"
+    )
+
+
 def write_report(spec: CompareSpec, measured: Measured, out: Path, size: str) -> Path:
     """`out/report.md` with the table, the curve summaries, the paper claims checked, the learning-rate search,
     the two plots and the paper's numbers."""
@@ -327,7 +340,7 @@ Every arm: the same starting student and teacher (`{spec.base}`; the models belo
 **{spec.env}** on one local server, the same training tasks, {spec.seeds} seeds ({seeds}: task order and
 sampling), {spec.steps} learner steps and {_lr_sentence(spec, measured)}.
 Rollout budget: {spec.budget}
-Held-out: {_episodes(s.samples)} on each of the first {spec.eval_tasks} tasks of the eval split
+Held-out: {_episodes(s.samples)} on {_held_out_tasks(spec)}
 every {spec.eval_every} steps, temperature 0.4, fixed seeds.
 
 {_models_line(baselines.models)}

@@ -211,3 +211,14 @@ def test_the_models_line_names_a_pretrained_ladders_base() -> None:
     record = {"spec": {"teacher": rung, "student": {**rung, "sft_steps": 6}}}
     line = _models_line({"ladder": "searchqa", "folder": "m", "record": record})
     assert "teacher smollm2 SFT'd 200 steps; student smollm2 SFT'd 6 steps." in line and "x 0" not in line
+
+
+def test_the_held_out_line_names_the_families_taken_in_turn() -> None:
+    """Search-QA's comparison takes its held-out tasks in turn from seven datasets: the report says so (it said 'the
+    first 56 tasks', which on that split are all NQ); a comparison without families keeps the first tasks."""
+    from trainer.experiments.compare.report import _held_out_tasks
+
+    mixed = _held_out_tasks(load_spec("atod-ladder-searchqa"))
+    assert mixed.startswith("each of 56 tasks of the eval split taken in turn from its families nq, triviaqa,")
+    assert "bamboogle" in mixed
+    assert _held_out_tasks(load_spec("atod-ablation")).startswith("each of the first")
