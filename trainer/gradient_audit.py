@@ -99,7 +99,7 @@ def turn_gradients(learner: Learner, batch: TokenBatch) -> Iterator[torch.Tensor
         one = (slice(row, row + 1), slice(0, width))
         mask = batch.loss_mask[one]
         with torch.autocast(learner.device.type, dtype=torch.bfloat16, enabled=learner.device.type == "cuda"):
-            logp, _ = learner.scorer(batch.input_ids[one], batch.attention_mask[one])
+            logp, *_ = learner.scorer(batch.input_ids[one], batch.attention_mask[one])
         loss, _ = ppo_actor_loss(
             logp,
             own_logp_old(logp, batch.logp_old.dtype) if learner.on_policy_ratio else batch.logp_old[one],

@@ -66,6 +66,9 @@ from trainer.precision import autocast
 STATE_FILE = "trainer_state.pt"
 ROLLOUT_DIFF = "actor/rollout_logp_abs_diff"
 """Mean |rollout's recorded log-prob - the learner's| over supervised tokens, where the learner's replace them."""
+TOKEN_FORWARD_KL = "opd/token_forward_kl"
+"""With `token_kl: forward`: the mean over the teacher-scored reply tokens of the forward KL from the teacher's
+distribution over its top tokens (renormalised) to the student's, before the update (nats)."""
 LISTED_AGREE = "opd/listed_agree"
 """Share of those turns where the student's most likely listed reply is the teacher's."""
 LISTED_TURN_WEIGHT = "opd/listed_turn_weight"
@@ -90,6 +93,10 @@ def token_logprobs(
     logp = torch.zeros(input_ids.shape, dtype=log_softmax.dtype, device=log_softmax.device)
     logp[:, 1:] = log_softmax.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
     return logp, log_softmax
+
+
+def _rows(values: torch.Tensor | None, part: slice) -> torch.Tensor | None:
+    return None if values is None else values[part]
 
 
 def own_logp_old(logp: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -229,6 +236,7 @@ class Learner:
             batch, recompute_metrics = self.recompute_old_logprobs(batch)
         advantages, metrics = self.spec.compute(batch, self.hyperparameters, step=self.global_step)
         metrics.update(recompute_metrics)
+        token_kl = self.spec.token_kl_weights(batch, self.hyperparameters, self.global_step)
         kl_weight = self.spec.listed_weight(self.hyperparameters, self.global_step)
         rl_replies = self.spec.rl_over_replies(self.hyperparameters)
         with_listed = (kl_weight > 0 or rl_replies) and batch.listed is not None and len(batch.listed) > 0
@@ -248,8 +256,8 @@ class Learner:
                     batch, listed=dataclasses.replace(batch.listed, logq_old=self._listed_logq_old(batch.listed))
                 )
         # with the listed turns' terms, a batch whose every token advantage is 0 has no token gradient to take
-        token_pass = not with_listed or bool(advantages.any()) or batch.constraints is not None
-        minis = self._mini_batches(batch, advantages.detach())
+        token_pass = not with_listed or bool(advantages.any()) or batch.constraints is not None or token_kl is not None
+        minis = self._mini_batches(batch, advantages.detach(), token_kl)
         listed_parts: list[dict[str, float]] = []
         loss_parts: list[dict[str, float]] = []
         lr = self.learning_rate()
@@ -257,9 +265,11 @@ class Learner:
             group["lr"] = lr
         for epoch in range(self.optim.epochs):
             loss_parts.clear()  # the last pass's
-            for mini, mini_advantages, weights in minis:
+            for mini, mini_advantages, weights, mini_token_kl in minis:
                 if token_pass:
-                    sums = self._accumulate(mini, mini_advantages, weights, from_update=self.on_policy_ratio)
+                    sums = self._accumulate(
+                        mini, mini_advantages, weights, mini_token_kl, from_update=self.on_policy_ratio
+                    )
                 else:
                     sums = {"actor/pg_loss": 0.0}
                 loss_parts.append({**sums, "tokens": float(mini.loss_mask.sum())})
@@ -291,14 +301,16 @@ class Learner:
         return metrics
 
     def _mini_batches(
-        self, batch: TokenBatch, advantages: torch.Tensor
-    ) -> list[tuple[TokenBatch, torch.Tensor, torch.Tensor]]:
-        """The batch cut into `optim.mini_batches` contiguous row ranges, each with its advantages (computed on the
-        whole batch) and its own loss weights; one optimizer update each."""
+        self, batch: TokenBatch, advantages: torch.Tensor, token_kl: torch.Tensor | None
+    ) -> list[tuple[TokenBatch, torch.Tensor, torch.Tensor, torch.Tensor | None]]:
+        """The batch cut into `optim.mini_batches` contiguous row ranges, each with its advantages and its tokens'
+        weights on the forward KL over the teacher's top tokens (both computed on the whole batch), and its own loss
+        weights; one optimizer update each."""
         count = min(self.optim.mini_batches, batch.num_rows)
         parts = [rank_rows(batch.num_rows, index, count) for index in range(count)]
-        minis = [(batch, advantages)] if count == 1 else [(batch.rows(part), advantages[part]) for part in parts]
-        return [(mini, part_advantages, batch_loss_weights(mini, self.reduction)) for mini, part_advantages in minis]
+        whole = [(batch, advantages, token_kl)]
+        minis = whole if count == 1 else [(batch.rows(p), advantages[p], _rows(token_kl, p)) for p in parts]
+        return [(mini, adv, batch_loss_weights(mini, self.reduction), kl) for mini, adv, kl in minis]
 
     def learning_rate(self) -> float:
         """The learning rate of this step's updates: `optim.lr`, risen linearly over `optim.warmup_steps`, then as
@@ -426,7 +438,7 @@ class Learner:
         logp_old = torch.zeros_like(batch.logp_old)
         for rows, width, real in self._schedule(batch):
             with autocast(self.device, self.cpu_bf16):
-                logp, _ = self.scorer(
+                logp, *_ = self.scorer(
                     batch.input_ids[rows, :width],
                     batch.attention_mask[rows, :width],
                     self._positions(batch, rows, width),
@@ -441,20 +453,31 @@ class Learner:
         return dataclasses.replace(batch, logp_old=logp_old), metrics
 
     def _accumulate(
-        self, batch: TokenBatch, advantages: torch.Tensor, weights: torch.Tensor, *, from_update: bool = False
+        self,
+        batch: TokenBatch,
+        advantages: torch.Tensor,
+        weights: torch.Tensor,
+        token_kl: torch.Tensor | None = None,
+        *,
+        from_update: bool = False,
     ) -> dict[str, float]:
         """Forward and backward over this rank's micro-batches (gradients accumulate); the summed metrics.
-        `from_update`: the ratio's `logp_old` is each forward's own (`on_policy_ratio`), and
-        `actor/rollout_logp_abs_diff` compares it with the batch's recorded log-probs, as a recompute does."""
+        `token_kl`: each token's weight on the forward KL over the teacher's top tokens, added to the loss with the
+        loss weights (`token_kl: forward`, docs/design/053). `from_update`: the ratio's `logp_old` is each forward's
+        own (`on_policy_ratio`), and `actor/rollout_logp_abs_diff` compares it with the batch's recorded log-probs,
+        as a recompute does."""
         weighted: dict[str, float] = {}
         entropy_sum = 0.0
         total = max(float(batch.loss_mask.sum()), 1.0)
+        top = batch.teacher_top if token_kl is not None else None
+        scored_total = max(float(top.scored.sum()), 1.0) if top is not None else 1.0
         constraints = batch.constraints if self.pbr is not None and self.pbr.weight > 0 else None
         for index, (rows, width, real) in enumerate(self._schedule(batch), start=1):
             ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
             mask = batch.loss_mask[rows, :width]
+            part_top = top.narrow(rows, width) if top is not None else None
             with autocast(self.device, self.cpu_bf16):
-                logp, entropy = self.scorer(ids, attn, self._positions(batch, rows, width))
+                logp, entropy, forward_kl = self.scorer(ids, attn, self._positions(batch, rows, width), part_top)
             recorded = batch.logp_old[rows, :width]
             logp_old = own_logp_old(logp, recorded.dtype) if from_update else recorded
             loss, loss_metrics = ppo_actor_loss(
@@ -466,6 +489,11 @@ class Learner:
                 weights=weights[rows, :width] * float(real),
             )
             aux = loss.new_zeros(())
+            if token_kl is not None and part_top is not None:
+                aux = aux + (forward_kl * token_kl[rows, :width] * weights[rows, :width]).sum() * float(real)
+                if real:
+                    kl_sum = float(forward_kl.detach()[part_top.scored].sum())
+                    weighted[TOKEN_FORWARD_KL] = weighted.get(TOKEN_FORWARD_KL, 0.0) + kl_sum / scored_total
             part = constraints.in_rows(rows) if constraints is not None and real else None
             if part is not None and part.count and constraints is not None:
                 aux, info = self._pbr_term(ids, attn, part, constraints.count)

@@ -19,9 +19,11 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from trainer.objectives.teacher_top import TeacherTop, forward_kl_over_top
+
 
 class LogprobModel(torch.nn.Module):
-    """`forward(input_ids, attention_mask) -> (logp, entropy)`, both (N, S), position 0 = 0."""
+    """`forward(input_ids, attention_mask) -> (logp, entropy, forward_kl)`, each (N, S), position 0 = 0."""
 
     def __init__(self, lm: Any, chunk_tokens: int = 1024) -> None:
         super().__init__()
@@ -29,44 +31,63 @@ class LogprobModel(torch.nn.Module):
         self.chunk_tokens = chunk_tokens
 
     def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        top: TeacherTop | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`positions` (N, S) bool: project only where True (the supervised tokens; elsewhere logp and entropy
-        are 0); None: every position 1..S-1 (the reference path, docs/design/029)."""
+        are 0); None: every position 1..S-1 (the reference path, docs/design/029). `top`: the teacher's top tokens
+        predicting each position (scored only where `positions` projects); the third result is then the forward KL
+        over them where `top.scored` (`trainer.objectives.teacher_top`), else 0 (and 0 everywhere without `top`)."""
         hidden = self.lm.model(input_ids=input_ids, attention_mask=attention_mask.long()).last_hidden_state
         n, s, h = hidden.shape
         flat = hidden[:, :-1].reshape(-1, h)
         targets = input_ids[:, 1:].reshape(-1)
-        index = None
-        if positions is not None:
-            index = positions[:, 1:].reshape(-1).nonzero().squeeze(-1)
-            flat, targets = flat[index], targets[index]
-        step = self.chunk_tokens if self.chunk_tokens > 0 else max(flat.shape[0], 1)
-        logps, entropies = [], []
-        for start in range(0, flat.shape[0], step):
-            args = (flat[start : start + step], targets[start : start + step])
-            if torch.is_grad_enabled():
-                logp, entropy = checkpoint(self._chunk, *args, use_reentrant=False)
-            else:
-                logp, entropy = self._chunk(*args)
-            logps.append(logp)
-            entropies.append(entropy)
-        logp_flat = torch.cat(logps) if logps else flat.new_zeros(0, dtype=torch.float32)
-        entropy_flat = torch.cat(entropies) if entropies else logp_flat.detach()
+        index = None if positions is None else positions[:, 1:].reshape(-1).nonzero().squeeze(-1)
         if index is not None:
-            zeros = torch.zeros(n * (s - 1), dtype=torch.float32, device=hidden.device)
-            logp_flat, entropy_flat = zeros.index_put((index,), logp_flat), zeros.index_put((index,), entropy_flat)
-        zeros = torch.zeros(n, 1, dtype=torch.float32, device=hidden.device)
-        logp_all = torch.cat([zeros, logp_flat.view(n, s - 1)], dim=1)
-        entropy_all = torch.cat([zeros, entropy_flat.view(n, s - 1)], dim=1)
-        return logp_all, entropy_all
+            flat, targets = flat[index], targets[index]
+        extra: tuple[torch.Tensor, ...] = ()
+        if top is not None:
+            ids, logp_t, scored = (x[:, 1:].reshape(-1, *x.shape[2:]) for x in (top.ids, top.logp, top.scored))
+            extra = (ids, logp_t, scored) if index is None else (ids[index], logp_t[index], scored[index])
+        step = self.chunk_tokens if self.chunk_tokens > 0 else max(flat.shape[0], 1)
+        parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        for start in range(0, flat.shape[0], step):
+            args = (
+                flat[start : start + step],
+                targets[start : start + step],
+                *(x[start : start + step] for x in extra),
+            )
+            if torch.is_grad_enabled():
+                parts.append(checkpoint(self._chunk, *args, use_reentrant=False))
+            else:
+                parts.append(self._chunk(*args))
+        empty = flat.new_zeros(0, dtype=torch.float32)
+        columns = [torch.cat(column) if parts else empty for column in zip(*parts, strict=True)] or [empty] * 3
+        zeros = torch.zeros(n * (s - 1), dtype=torch.float32, device=hidden.device)
+        if index is not None:
+            columns = [zeros.index_put((index,), column) for column in columns]
+        first = torch.zeros(n, 1, dtype=torch.float32, device=hidden.device)
+        logp, entropy, forward_kl = (torch.cat([first, column.view(n, s - 1)], dim=1) for column in columns)
+        return logp, entropy, forward_kl
 
-    def _chunk(self, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _chunk(
+        self,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        top_ids: torch.Tensor | None = None,
+        top_logp: torch.Tensor | None = None,
+        scored: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         log_softmax = torch.log_softmax(self.lm.lm_head(hidden).float(), dim=-1)
         logp = log_softmax.gather(-1, targets[:, None]).squeeze(-1)
         with torch.no_grad():
             entropy = -(log_softmax.exp() * log_softmax).sum(-1)
-        return logp, entropy
+        if top_ids is None or top_logp is None or scored is None:
+            return logp, entropy, torch.zeros_like(entropy)
+        return logp, entropy, forward_kl_over_top(log_softmax, top_ids, top_logp) * scored
 
 
 def world() -> tuple[int, int]:

@@ -65,7 +65,7 @@ def response_loss(
     if not targets_only:
         return model(input_ids=ids, attention_mask=mask, labels=labels).loss
     targets = labels != -100
-    logp, _ = LogprobModel(model, LOSS_CHUNK_TOKENS)(ids, mask, targets)
+    logp, *_ = LogprobModel(model, LOSS_CHUNK_TOKENS)(ids, mask, targets)
     return -logp[targets].sum() / targets.sum().clamp(min=1)
 
 

@@ -13,6 +13,9 @@ FinishReason = Literal["stop", "length"]
 AllowedReplies = Sequence[Sequence[Sequence[int]] | None]
 """Per prompt, the complete token sequences its response may be (None: unconstrained)."""
 
+TopTokens = list[tuple[int, float]]
+"""At one position, the most likely next tokens as (token id, log-prob) pairs, most likely first."""
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -44,7 +47,7 @@ class Generation:
     """Response tokens, EOS (or the stop token) included when produced."""
     logprobs: list[float]
     """Log-prob of each response token under the untempered (T = 1) distribution: the learner's logp_old."""
-    top_logprobs: list[list[tuple[int, float]]] | None
+    top_logprobs: list[TopTokens] | None
     """Per response token, the `top_logprobs` most likely (token id, log-prob) pairs, most likely first."""
     finish_reason: FinishReason
     """"stop" (EOS or a stop string was produced) or "length" (max_new_tokens reached)."""
@@ -84,4 +87,11 @@ class ScoringBackend(Protocol):
 
     def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
         """Log-prob of each response token given the prompt and the previous response tokens."""
+        ...
+
+    def score_top(
+        self, prompts: list[list[int]], responses: list[list[int]], top_k: int
+    ) -> tuple[list[list[float]], list[list[TopTokens]]]:
+        """`score`'s log-probs and, at each response token, the `top_k` most likely tokens there (the forward KL
+        over the teacher's top tokens, docs/design/053)."""
         ...

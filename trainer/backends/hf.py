@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from trainer.backends.base import AllowedReplies, FinishReason, Generation, SamplingSettings
+from trainer.backends.base import AllowedReplies, FinishReason, Generation, SamplingSettings, TopTokens
 from trainer.backends.constraint import ReplyConstraint, choose_replies, constraints_for, mask_disallowed
 from trainer.backends.kv_store import KVEntry, KVStore, batch_cache, split_cache
 from trainer.backends.listed import listed_reply_token_logprobs, packed_groups, packed_length, reply_top_logprobs
@@ -287,10 +287,18 @@ class HFBackend:
         for entry in split_cache(cache, mask, rows):
             self.kv_store.put(entry)
 
-    @torch.inference_mode()
     def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
         """Teacher-forced log-probs of each response token. A row contained in a longer row (a full-context
         chat's earlier turn) is read from the longer row's forward; `batch_size` such longest rows at a time."""
+        return self.score_top(prompts, responses, 0)[0]
+
+    @torch.inference_mode()
+    def score_top(
+        self, prompts: list[list[int]], responses: list[list[int]], top_k: int
+    ) -> tuple[list[list[float]], list[list[TopTokens]]]:
+        """`score`'s log-probs, and at each response token the `top_k` most likely next tokens with their
+        log-probs, most likely first (empty lists with `top_k` 0): the teacher's side of the forward KL over its
+        top tokens (`token_kl: forward`, docs/design/053)."""
         if len(prompts) != len(responses):
             raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
         if any(not prompt for prompt in prompts):
@@ -299,6 +307,7 @@ class HFBackend:
         rows = [list(p) + list(r) for p, r in zip(prompts, responses, strict=True)]
         leaves, leaf_of = prefix_leaves(rows)
         scores: list[list[float]] = [[] for _ in rows]
+        tops: list[list[TopTokens]] = [[] for _ in rows]
         for start in range(0, len(leaves), self.batch_size):
             stop = min(start + self.batch_size, len(leaves))
             # (row, its leaf's index in this batch, prompt length, response length)
@@ -308,10 +317,10 @@ class HFBackend:
                 if start <= leaf_of[i] < stop and responses[i]
             ]
             if spans:
-                logps = self._score_spans([rows[leaf] for leaf in leaves[start:stop]], spans)
-                for (i, *_), logp in zip(spans, logps, strict=True):
-                    scores[i] = logp
-        return scores
+                logps, top = self._score_spans([rows[leaf] for leaf in leaves[start:stop]], spans, top_k)
+                for (i, *_), logp, row_top in zip(spans, logps, top, strict=True):
+                    scores[i], tops[i] = logp, row_top
+        return scores, tops
 
     @torch.inference_mode()
     def score_replies(self, prompts: list[list[int]], replies: list[list[list[int]]]) -> list[list[list[float]]]:
@@ -329,9 +338,12 @@ class HFBackend:
                 scores[i] = [tokens.tolist() for tokens in listed]
         return scores
 
-    def _score_spans(self, leaf_rows: list[list[int]], spans: list[tuple[int, int, int, int]]) -> list[list[float]]:
+    def _score_spans(
+        self, leaf_rows: list[list[int]], spans: list[tuple[int, int, int, int]], top_k: int = 0
+    ) -> tuple[list[list[float]], list[list[TopTokens]]]:
         """One forward over `leaf_rows`; per (row, leaf, prompt length, response length) span, the log-probs of
-        the response tokens at their positions in the leaf (vocabulary projection only there, chunked)."""
+        the response tokens at their positions in the leaf (vocabulary projection only there, chunked), and the
+        `top_k` most likely tokens at each (empty with `top_k` 0)."""
         ids, mask, positions = left_pad(leaf_rows, self.pad_token_id, self.device)
         hidden = self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
         width = ids.shape[1]
@@ -342,13 +354,24 @@ class HFBackend:
         leaf_index, place = leaf_index.to(self.device), place.to(self.device)
         targets, states = ids[leaf_index, place], hidden[leaf_index, place - 1]
         head = self.model.get_output_embeddings()
-        logp = torch.cat(
-            [
-                torch.log_softmax(head(chunk).float(), dim=-1).gather(-1, target[:, None]).squeeze(-1)
-                for chunk, target in zip(states.split(SCORE_CHUNK), targets.split(SCORE_CHUNK), strict=True)
-            ]
-        )
-        return [part.tolist() for part in logp.split([count for *_, count in spans])]
+        logps, top_logps, top_ids = [], [], []
+        for chunk, target in zip(states.split(SCORE_CHUNK), targets.split(SCORE_CHUNK), strict=True):
+            log_softmax = torch.log_softmax(head(chunk).float(), dim=-1)
+            logps.append(log_softmax.gather(-1, target[:, None]).squeeze(-1))
+            if top_k:
+                top = log_softmax.topk(top_k, dim=-1)
+                top_logps.append(top.values)
+                top_ids.append(top.indices)
+        counts = [count for *_, count in spans]
+        logp = [part.tolist() for part in torch.cat(logps).split(counts)]
+        if not top_k:
+            return logp, [[] for _ in spans]
+        pairs = zip(torch.cat(top_ids).split(counts), torch.cat(top_logps).split(counts), strict=True)
+        tops = [
+            [list(zip(i, v, strict=True)) for i, v in zip(ids_part.tolist(), values.tolist(), strict=True)]
+            for ids_part, values in pairs
+        ]
+        return logp, tops
 
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
         """Copy the learner's weights in (strict: names and shapes must match; cast to this model's dtype);

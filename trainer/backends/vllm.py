@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from trainer.backends.base import AllowedReplies, FinishReason, Generation, SamplingSettings
+from trainer.backends.base import AllowedReplies, FinishReason, Generation, SamplingSettings, TopTokens
 from trainer.backends.constraint import CONSTRAINED_NEEDS_HF
 from trainer.backends.weight_transfer import DEFAULT_BUCKET_BYTES, WeightExport, release_cuda_cache
 
@@ -185,8 +185,7 @@ class VLLMBackend:
         logprobs = [entry[tok].logprob for tok, entry in zip(token_ids, per_token, strict=True)]
         tops = None
         if top_logprobs:
-            ranked = [sorted(entry.items(), key=lambda kv: kv[1].rank) for entry in per_token]
-            tops = [[(tok, lp.logprob) for tok, lp in entry if lp.rank <= top_logprobs] for entry in ranked]
+            tops = [ranked(entry, top_logprobs) for entry in per_token]
         if completion.finish_reason not in ("stop", "length"):
             raise RuntimeError(f"vLLM finished a request with reason {completion.finish_reason!r}")
         reason: FinishReason = completion.finish_reason
@@ -194,16 +193,25 @@ class VLLMBackend:
 
     def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
         """Teacher-forced log-probs of the response tokens, from vLLM's prompt log-probs."""
+        return self.score_top(prompts, responses, 0)[0]
+
+    def score_top(
+        self, prompts: list[list[int]], responses: list[list[int]], top_k: int
+    ) -> tuple[list[list[float]], list[list[TopTokens]]]:
+        """`score`'s log-probs and the `top_k` most likely tokens at each response token, from vLLM's prompt
+        log-probs (`prompt_logprobs = k`: the k most likely and the scored token, each with its rank;
+        GPU-FACTS 3; at most the engine's `max_logprobs`, 20 by default)."""
         if len(prompts) != len(responses):
             raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
-        params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=top_k, detokenize=False)
         rows = [list(p) + list(r) for p, r in zip(prompts, responses, strict=True)]
         outputs = self.llm.generate(self._prompts(rows), sampling_params=params, use_tqdm=False)
-        scores = []
+        scores, tops = [], []
         for prompt, response, out in zip(prompts, responses, outputs, strict=True):
             entries = out.prompt_logprobs[len(prompt) :]
             scores.append([entry[tok].logprob for tok, entry in zip(response, entries, strict=True)])
-        return scores
+            tops.append([ranked(entry, top_k) for entry in entries] if top_k else [])
+        return scores, tops
 
     def update_weights(self, state_dict: Mapping[str, Tensor]) -> None:
         """In-process sync: the learner's HF-named weights, bucket by bucket cast to the engine dtype where
@@ -252,3 +260,10 @@ class VLLMBackend:
                 f"this vLLM engine ({self.device}) was started without sleep mode: only colocated CUDA engines "
                 "sleep (placement.mode colocated, placement.sleep_level > 0)"
             )
+
+
+def ranked(entry: Mapping[int, Any], count: int) -> TopTokens:
+    """The `count` most likely tokens of one position's vLLM log-prob entry (token id -> Logprob with its rank),
+    most likely first: the entry also holds the sampled or scored token, whatever its rank."""
+    ordered = sorted(entry.items(), key=lambda kv: kv[1].rank)
+    return [(tok, lp.logprob) for tok, lp in ordered if lp.rank <= count]

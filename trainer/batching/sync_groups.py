@@ -24,6 +24,7 @@ from trainer.batching.states import StateIndex
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.listed import ListedTurns
 from trainer.objectives.pbr import ConstraintBatch
+from trainer.objectives.teacher_top import teacher_top_tensors
 from trainer.rollout.types import Trajectory, Turn
 
 
@@ -84,6 +85,7 @@ class SyncGroups:
         turn_id = 0
         supervised: list[Turn] = []
         listed: list[tuple[int, Turn]] = []
+        tops: list[tuple[int, int, list[list[tuple[int, float]]]]] = []
         constraints: list[tuple[int, int, tuple[int, ...], bool]] = []
         for row, (ids, spans, _) in enumerate(rows):
             input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
@@ -101,6 +103,9 @@ class SyncGroups:
                 logp_old[row, span.start : end] = torch.tensor(span.turn.logp_old, dtype=torch.float32)
                 if with_teacher and span.turn.logp_teacher is not None:
                     logp_teacher[row, span.start : end] = torch.tensor(span.turn.logp_teacher, dtype=torch.float32)
+                if span.turn.teacher_top is not None:
+                    skip = span.turn.supervise_from
+                    tops.append((row, span.start + skip, span.turn.teacher_top[skip:]))
                 turn_ids[row, span.start : end] = turn_id
                 supervised.append(span.turn)
                 if span.turn.listed is not None:
@@ -119,6 +124,7 @@ class SyncGroups:
             constraints=constraint_batch(constraints),
             states=states.build(supervised),
             listed=listed_turns(listed),
+            teacher_top=teacher_top_tensors(n, s, tops) if tops else None,
         )
 
 

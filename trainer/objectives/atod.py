@@ -23,7 +23,9 @@ from trainer.objectives.listed import ReplyKl
 from trainer.objectives.opd import (
     KlOver,
     OpdConfig,
+    TokenKl,
     compute_opd_token_advantage,
+    forward_token_kl_mask,
     require_teacher,
     without_listed_turns,
 )
@@ -76,6 +78,12 @@ class AtodConfig:
     rl_over: RlOver = "tokens"
     """Where the RL term's ratio is taken (see GrpoConfig); `replies` needs `kl_over: replies`, so that what is left
     on a listed turn's tokens is the RL term alone."""
+    token_kl: TokenKl = "reverse"
+    """The OPD term on free-text turns (see OpdConfig); under `forward` the learner's forward KL over the teacher's
+    top tokens, each token weighted kappa(s) times its T-DUR weight (`atod_token_kl_weights`), replaces
+    kappa * A_OPD * w in the advantage."""
+    teacher_top_k: int = 20
+    """Teacher tokens per position under `token_kl: forward` (see OpdConfig)."""
 
     def __post_init__(self) -> None:
         GrpoConfig(
@@ -86,7 +94,14 @@ class AtodConfig:
                 "atod rl_over: replies moves each listed turn's RL term to its reply: set kl_over: replies too",
                 reason=_REASON,
             )
-        OpdConfig(logp_floor=self.logp_floor, adv_clamp=self.adv_clamp, kl_over=self.kl_over, reply_kl=self.reply_kl)
+        OpdConfig(
+            logp_floor=self.logp_floor,
+            adv_clamp=self.adv_clamp,
+            kl_over=self.kl_over,
+            reply_kl=self.reply_kl,
+            token_kl=self.token_kl,
+            teacher_top_k=self.teacher_top_k,
+        )
         if self.kl_over == "replies" and self.tdur == "token":
             raise ObjectiveError(
                 "atod kl_over: replies weighs each listed turn's KL by its turn's T-DUR weight: set tdur: turn or none",
@@ -129,10 +144,7 @@ def atod_coefficients(
     return kappa, rho
 
 
-def atod_listed_coef(config: AtodConfig, step: int) -> float:
-    """Weight of the KL over listed replies at learner step `step`: kappa(s) under `kl_over: replies`, else 0."""
-    if config.kl_over != "replies":
-        return 0.0
+def _kappa(config: AtodConfig, step: int) -> float:
     return atod_coefficients(
         step,
         kappa_init=config.kappa_init,
@@ -142,6 +154,28 @@ def atod_listed_coef(config: AtodConfig, step: int) -> float:
         coef_anneal_steps=config.coef_anneal_steps,
         anneal=config.anneal,
     )[0]
+
+
+def atod_listed_coef(config: AtodConfig, step: int) -> float:
+    """Weight of the KL over listed replies at learner step `step`: kappa(s) under `kl_over: replies`, else 0."""
+    return _kappa(config, step) if config.kl_over == "replies" else 0.0
+
+
+def atod_token_kl_weights(batch: TokenBatch, config: AtodConfig, step: int) -> torch.Tensor | None:
+    """Under `token_kl: forward`, each token's weight on the forward KL over the teacher's top tokens at learner
+    step `step`: kappa(s) times its T-DUR weight (the weights of the OPD term it replaces); None under `reverse`."""
+    if config.token_kl != "forward":
+        return None
+    w, _ = compute_tdur_weights(
+        batch.logp_old,
+        require_teacher(batch, "atod"),
+        batch.turn_ids,
+        batch.traj_ids,
+        batch.loss_mask,
+        tdur=config.tdur,
+        eps=config.tdur_eps,
+    )
+    return _kappa(config, step) * w.to(torch.float32) * forward_token_kl_mask(batch)
 
 
 def atod_listed_turn_weights(batch: TokenBatch, config: AtodConfig) -> torch.Tensor | None:
@@ -181,15 +215,19 @@ def atod_advantage(
     kl_over: KlOver = "tokens",
     reply_kl: ReplyKl = "reverse",
     rl_over: RlOver = "tokens",
+    token_kl: TokenKl = "reverse",
+    teacher_top_k: int = 20,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """ATOD hybrid token advantages (N, S), 0 off `loss_mask`, at global learner step `step` (under `kl_over:
-    replies` no OPD term on the turns drawn among listed replies: `atod_listed_coef` weighs their KL; `reply_kl` and
-    `rl_over` are the learner's, unused here).
+    replies` no OPD term on the turns drawn among listed replies: `atod_listed_coef` weighs their KL; under
+    `token_kl: forward` none at all, the RL term alone: `atod_token_kl_weights` weighs the learner's forward KL, and
+    the `hybrid/*` signals stay the sampled-token term's; `reply_kl`, `rl_over` and `teacher_top_k` are the learner's
+    and the teacher's, unused here).
 
     Metrics: the `grpo/*`, `opd/*` and `tdur/*` ones of its parts, plus `hybrid/kl_coef` (kappa),
     `hybrid/rl_coef` (rho), `hybrid/opd_signal`, `hybrid/rl_signal` and `hybrid/opd_rl_ratio`.
     """
-    del reply_kl, rl_over
+    del reply_kl, rl_over, teacher_top_k
     logp_teacher = require_teacher(batch, "atod")
     kappa, rho = atod_coefficients(
         step,
@@ -224,4 +262,4 @@ def atod_advantage(
         names.RL_SIGNAL: rl_signal,
         names.OPD_RL_RATIO: opd_signal / rl_signal if rl_signal > 0 else math.nan,
     }
-    return opd_term + rl_term, metrics
+    return (rl_term if token_kl == "forward" else opd_term + rl_term), metrics

@@ -18,6 +18,7 @@ from trainer.objectives.listed import ListedTurns
 from trainer.objectives.pbr import ConstraintBatch
 from trainer.objectives.segments import segment_amax, segment_amin, segment_index
 from trainer.objectives.states import TurnStates
+from trainer.objectives.teacher_top import TeacherTop
 
 # Log-probs recorded at sampling time may exceed 0 by rounding (bf16, fused kernels); anything beyond is a bug.
 _LOGP_TOLERANCE = 1e-3
@@ -58,6 +59,8 @@ class TokenBatch:
     """Where each supervised turn sits among its group's states (the turn credits read it; None: outcome only)."""
     listed: ListedTurns | None = None
     """The supervised turns drawn among listed replies, teacher-scored (reply-level OPD, `kl_over: replies`)."""
+    teacher_top: TeacherTop | None = None
+    """The teacher's most likely tokens predicting each supervised position (`token_kl: forward`)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -77,7 +80,7 @@ class TokenBatch:
         moved: dict[str, Any] = {
             f.name: (
                 v.to(device)
-                if isinstance(v := getattr(self, f.name), torch.Tensor | ConstraintBatch | TurnStates)
+                if isinstance(v := getattr(self, f.name), torch.Tensor | ConstraintBatch | TurnStates | TeacherTop)
                 else v
             )
             for f in dataclasses.fields(self)
@@ -93,7 +96,8 @@ class TokenBatch:
         row_fields = ("input_ids", "attention_mask", "loss_mask", "logp_old", "logp_teacher", "turn_ids", "traj_ids")
         sliced: dict[str, Any] = {name: None if (v := getattr(self, name)) is None else v[part] for name in row_fields}
         constraints = self.constraints.in_rows(part) if self.constraints is not None else None
-        return dataclasses.replace(self, **sliced, constraints=constraints, listed=listed)
+        top = self.teacher_top.rows(part) if self.teacher_top is not None else None
+        return dataclasses.replace(self, **sliced, constraints=constraints, listed=listed, teacher_top=top)
 
     def validate(self) -> None:
         """Check shapes, dtypes, devices and the cross-field invariants; raise `BatchError` if wrong.
@@ -125,6 +129,21 @@ class TokenBatch:
             raise _error("states", f"{self.states.leaf.numel()} leaves for {num_traj} trajectories")
         if self.listed is not None and not set(self.listed.turn_ids) <= set(self.turn_ids[self.loss_mask].tolist()):
             raise _error("listed", "names a turn id that no supervised token carries")
+        self._check_teacher_top()
+
+    def _check_teacher_top(self) -> None:
+        top = self.teacher_top
+        if top is None:
+            return
+        rows, seq = self.input_ids.shape
+        shapes = (tuple(top.scored.shape), tuple(top.ids.shape[:2]), tuple(top.ids.shape), tuple(top.logp.shape))
+        if shapes[0] != (rows, seq) or shapes[1] != (rows, seq) or shapes[2] != shapes[3]:
+            raise _error("teacher_top", f"expected (N, S, k) ids and logp and (N, S) scored, N, S = {rows}, {seq}")
+        if bool((top.scored & ~self.loss_mask).any()):
+            raise _error("teacher_top", "scored where no token is supervised (loss_mask)")
+        scored = top.logp[top.scored]
+        if not bool(torch.isfinite(scored).all()) or (scored.numel() and float(scored.max()) > _LOGP_TOLERANCE):
+            raise _error("teacher_top", "a scored position's log-probs are not finite log-probs <= 0")
 
     def _check_constraints(self) -> None:
         c = self.constraints

@@ -19,6 +19,10 @@ from trainer.objectives.segments import segment_index, segment_sum
 
 KlOver = Literal["tokens", "replies"]
 KL_OVER: tuple[str, ...] = get_args(KlOver)
+TokenKl = Literal["reverse", "forward"]
+TOKEN_KL: tuple[str, ...] = get_args(TokenKl)
+MAX_TEACHER_TOP_K = 20
+"""vLLM's default `max_logprobs`: the most prompt log-probs a position returns (GPU-FACTS 3)."""
 
 
 @dataclass(frozen=True)
@@ -37,9 +41,17 @@ class OpdConfig:
     """Under `kl_over: replies`, which KL the learner minimises: `reverse` KL(q_S || q_T) (the papers' OPD direction,
     which the token signal estimates) or `forward` KL(q_T || q_S) (the teacher's choice as soft labels on the
     student's states: GKD's on-policy forward KL; docs/design/044)."""
+    token_kl: TokenKl = "reverse"
+    """On free-text turns: `reverse` (the papers), the sampled-token signal delta_t as the token advantage;
+    `forward`, the learner minimises instead, at each of the student's reply tokens, the forward KL from the
+    teacher's next-token distribution over its `teacher_top_k` most likely tokens (renormalised over them) to the
+    student's (GKD's on-policy forward KL; docs/design/053)."""
+    teacher_top_k: int = 20
+    """How many of the teacher's most likely tokens at each position `token_kl: forward` distils (1-20)."""
 
     def __post_init__(self) -> None:
         check_kl_over(self.kl_over, self.reply_kl)
+        check_token_kl(self.token_kl, self.teacher_top_k)
         if not self.logp_floor < 0:
             raise ObjectiveError(
                 f"opd.logp_floor must be < 0, got {self.logp_floor}", reason="INVALID_OBJECTIVE_CONFIG"
@@ -56,6 +68,42 @@ def check_kl_over(kl_over: str, reply_kl: str = "reverse") -> None:
         raise ObjectiveError(f"reply_kl: {reply_kl} needs kl_over: replies", reason="INVALID_OBJECTIVE_CONFIG")
     if reply_kl not in REPLY_KL:
         raise ObjectiveError(f"reply_kl must be one of {REPLY_KL}, got {reply_kl!r}", reason="INVALID_OBJECTIVE_CONFIG")
+
+
+def check_token_kl(token_kl: str, teacher_top_k: int) -> None:
+    """ObjectiveError unless `token_kl` is one of `TOKEN_KL` and `teacher_top_k` lies in 1..`MAX_TEACHER_TOP_K`."""
+    if token_kl not in TOKEN_KL:
+        raise ObjectiveError(f"token_kl must be one of {TOKEN_KL}, got {token_kl!r}", reason="INVALID_OBJECTIVE_CONFIG")
+    if not 1 <= teacher_top_k <= MAX_TEACHER_TOP_K:
+        raise ObjectiveError(
+            f"teacher_top_k must lie in 1..{MAX_TEACHER_TOP_K} (vLLM's max_logprobs), got {teacher_top_k}",
+            reason="INVALID_OBJECTIVE_CONFIG",
+        )
+
+
+def teacher_top_k(config: object) -> int:
+    """How many top tokens the teacher returns at each scored token for an objective's `config`: its
+    `teacher_top_k` under `token_kl: forward`, else 0."""
+    return int(getattr(config, "teacher_top_k", 0)) if getattr(config, "token_kl", "reverse") == "forward" else 0
+
+
+def forward_token_kl_mask(batch: TokenBatch) -> torch.Tensor:
+    """(N, S) float: 1 on the supervised tokens the teacher returned its top tokens for (`token_kl: forward`: the
+    free-text turns; the turns drawn among listed replies keep their own KL), else 0."""
+    if batch.teacher_top is None:
+        raise ObjectiveError(
+            "token_kl: forward needs the teacher's top tokens (TokenBatch.teacher_top); score the rollouts with "
+            "the teacher's top_k",
+            reason="TEACHER_LOGPROBS_MISSING",
+        )
+    return (batch.loss_mask & batch.teacher_top.scored).float()
+
+
+def opd_token_kl_weights(batch: TokenBatch, config: OpdConfig, step: int) -> torch.Tensor | None:
+    """Each token's weight on the learner's forward KL over the teacher's top tokens: 1 where the teacher returned
+    them under `token_kl: forward`; None under `reverse` (no such term)."""
+    del step
+    return forward_token_kl_mask(batch) if config.token_kl == "forward" else None
 
 
 def without_listed_turns(advantage: torch.Tensor, batch: TokenBatch) -> torch.Tensor:
@@ -127,17 +175,23 @@ def opd_advantage(
     adv_clamp: float = 10.0,
     kl_over: KlOver = "tokens",
     reply_kl: ReplyKl = "reverse",
+    token_kl: TokenKl = "reverse",
+    teacher_top_k: int = 20,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """OPD token advantages (N, S) for vanilla (n = 1) and Multi-Rollout (n > 1) OPD (under `kl_over: replies`,
-    0 on the turns drawn among listed replies: the learner's KL over the list trains them).
+    0 on the turns drawn among listed replies: the learner's KL over the list trains them; under `token_kl:
+    forward`, 0 everywhere: the learner's forward KL over the teacher's top tokens trains the free-text turns; the
+    metrics stay the sampled-token signal's).
 
-    `step` (OPD has no schedule) and `reply_kl` (the learner's) are unused; accepted for the registry's uniform
-    signature.
+    `step` (OPD has no schedule), `reply_kl` and `teacher_top_k` (the learner's and the teacher's) are unused;
+    accepted for the registry's uniform signature.
     """
-    del step, reply_kl
+    del step, reply_kl, teacher_top_k
     advantage, metrics = compute_opd_token_advantage(
         require_teacher(batch, "opd"), batch.logp_old, batch.loss_mask, logp_floor=logp_floor, adv_clamp=adv_clamp
     )
+    if token_kl == "forward":
+        return torch.zeros_like(advantage), metrics
     return (without_listed_turns(advantage, batch) if kl_over == "replies" else advantage), metrics
 
 

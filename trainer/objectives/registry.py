@@ -21,12 +21,18 @@ from typing import Any
 import torch
 
 from trainer.errors import ObjectiveError
-from trainer.objectives.atod import AtodConfig, atod_advantage, atod_listed_coef, atod_listed_turn_weights
+from trainer.objectives.atod import (
+    AtodConfig,
+    atod_advantage,
+    atod_listed_coef,
+    atod_listed_turn_weights,
+    atod_token_kl_weights,
+)
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.grpo import GrpoConfig, grpo_advantage
 from trainer.objectives.listed import ReplyKl
 from trainer.objectives.loss import Reduction, check_reduction
-from trainer.objectives.opd import OpdConfig, opd_advantage, opd_listed_coef
+from trainer.objectives.opd import OpdConfig, opd_advantage, opd_listed_coef, opd_token_kl_weights, teacher_top_k
 
 AdvantageFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 """`fn(batch: TokenBatch, *, step: int, **hyperparameters) -> (advantages (N, S), metrics)`."""
@@ -53,6 +59,9 @@ class ObjectiveSpec:
     None: the objective has no such term."""
     listed_turn_weighting: Callable[[TokenBatch, Any], torch.Tensor | None] | None = None
     """`(batch, config) -> each listed turn's weight on its KL` (ATOD's T-DUR, docs/design/046), or None: 1 each."""
+    token_kl_weighting: Callable[[TokenBatch, Any, int], torch.Tensor | None] | None = None
+    """`(batch, config, step) -> (N, S) weight of each token on the learner's forward KL over the teacher's top
+    tokens` (`token_kl: forward`, docs/design/053), None where the config has no such term; None: no such option."""
 
     def __post_init__(self) -> None:
         check_reduction(self.default_reduction)
@@ -88,6 +97,15 @@ class ObjectiveSpec:
     def listed_weight(self, config: Any, step: int) -> float:
         """The weight of the KL over listed replies at learner step `step` (0 without it)."""
         return self.listed_coef(config, step) if self.listed_coef is not None else 0.0
+
+    def teacher_top_k(self, config: Any) -> int:
+        """How many top tokens the teacher returns at each scored token (0: the scored token's log-prob alone)."""
+        return teacher_top_k(config) if self.token_kl_weighting is not None else 0
+
+    def token_kl_weights(self, batch: TokenBatch, config: Any, step: int) -> torch.Tensor | None:
+        """(N, S) weight of each token on the forward KL over the teacher's top tokens at learner step `step`
+        (None: no such term)."""
+        return self.token_kl_weighting(batch, config, step) if self.token_kl_weighting is not None else None
 
     def listed_turn_weights(self, batch: TokenBatch, config: Any) -> torch.Tensor | None:
         """Each of `batch.listed`'s turns' own weight on its KL, on top of `listed_weight` (None: 1 each)."""
@@ -158,7 +176,15 @@ def build_config(name: str, values: Mapping[str, Any] | None = None) -> Any:
 
 for _spec in (
     ObjectiveSpec("grpo", grpo_advantage, GrpoConfig, "seq-mean-token-mean", needs_teacher=False, min_group_size=2),
-    ObjectiveSpec("opd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True, listed_coef=opd_listed_coef),
+    ObjectiveSpec(
+        "opd",
+        opd_advantage,
+        OpdConfig,
+        "token-mean",
+        needs_teacher=True,
+        listed_coef=opd_listed_coef,
+        token_kl_weighting=opd_token_kl_weights,
+    ),
     ObjectiveSpec(
         "atod",
         atod_advantage,
@@ -168,8 +194,17 @@ for _spec in (
         min_group_size=2,
         listed_coef=atod_listed_coef,
         listed_turn_weighting=atod_listed_turn_weights,
+        token_kl_weighting=atod_token_kl_weights,
     ),
     # BranchOPD's loss is OPD's (token-mean, no task reward); its branches and masks come from the rollout.
-    ObjectiveSpec("branchopd", opd_advantage, OpdConfig, "token-mean", needs_teacher=True, listed_coef=opd_listed_coef),
+    ObjectiveSpec(
+        "branchopd",
+        opd_advantage,
+        OpdConfig,
+        "token-mean",
+        needs_teacher=True,
+        listed_coef=opd_listed_coef,
+        token_kl_weighting=opd_token_kl_weights,
+    ),
 ):
     register_objective(_spec)

@@ -37,8 +37,11 @@ class TeacherWorker:
             )
         self._path = config.models.teacher
         objective = get_objective(config.objective.name)
-        self._listed = objective.scores_listed_replies(build_config(config.objective.name, config.objective.params))
+        params = build_config(config.objective.name, config.objective.params)
+        self._listed = objective.scores_listed_replies(params)
         """Score every listed reply of the turns drawn among them too (`kl_over: replies`)."""
+        self._top_k = objective.teacher_top_k(params)
+        """The teacher's most likely tokens returned at each scored token (`token_kl: forward`; 0: none)."""
 
     def ready(self) -> bool:
         """Answers once the worker (and its engine) is built."""
@@ -64,5 +67,5 @@ class TeacherWorker:
         """The trajectories with teacher log-probs on every student turn, and the tokens scored."""
         from trainer.batching import attach_teacher_logprobs
 
-        scored = attach_teacher_logprobs(trajectories, self.backend, listed=self._listed)
+        scored = attach_teacher_logprobs(trajectories, self.backend, listed=self._listed, top_k=self._top_k)
         return trajectories, scored

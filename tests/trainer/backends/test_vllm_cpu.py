@@ -131,6 +131,20 @@ def test_score_matches_hf(  # type: ignore[no-untyped-def]
     assert diff < ATOL
 
 
+def test_score_top_matches_hf(  # type: ignore[no-untyped-def]
+    engine, hf: HFBackend, tokenizer: PreTrainedTokenizerBase, turns: list[list[int]]
+) -> None:
+    """The teacher's top tokens (`token_kl: forward`) from vLLM's prompt log-probs are transformers': the same
+    tokens in the same order, the same log-probs."""
+    responses = [tokenizer.encode(f"<think>go</think><action>{a}</action>") for a in ("look", "go to x")] * 2
+    scores, tops = engine.score_top(turns, responses, 5)
+    hf_scores, hf_tops = hf.score_top(turns, responses, 5)
+    assert _max_diff(scores, hf_scores) < ATOL
+    for row, hf_row in zip(tops, hf_tops, strict=True):
+        assert [[tok for tok, _ in top] for top in row] == [[tok for tok, _ in top] for top in hf_row]
+        assert _max_diff([[lp for _, lp in top] for top in row], [[lp for _, lp in top] for top in hf_row]) < ATOL
+
+
 def test_prefix_cache_hits_on_a_repeated_prompt(engine, turns: list[list[int]]) -> None:  # type: ignore[no-untyped-def]
     """Prefix caching is on (vLLM's default) on the CPU build: a prompt seen before starts from cached blocks."""
     vllm = pytest.importorskip("vllm")

@@ -25,7 +25,7 @@ def test_chunked_logprobs_equal_the_unchunked_ones(tiny_models: TinyModels) -> N
     mask[2, 8:] = False
     reference, log_softmax = token_logprobs(model, ids, mask)
     for chunk in (0, 1, 7, 1000):
-        logp, entropy = LogprobModel(model, chunk)(ids, mask)
+        logp, entropy, _ = LogprobModel(model, chunk)(ids, mask)
         assert torch.allclose(logp, reference, atol=1e-5)
         assert torch.allclose(entropy[:, 1:], -(log_softmax.exp() * log_softmax).sum(-1), atol=1e-4)
     # Gradients flow through the checkpointed chunks as through the plain computation.
@@ -47,9 +47,9 @@ def test_projection_at_chosen_positions_equals_the_full_one(tiny_models: TinyMod
     chosen = torch.zeros_like(mask)
     chosen[:, 6:] = True
     chosen[2, 8:] = False
-    reference, ref_entropy = LogprobModel(model, 4)(ids, mask)
+    reference, ref_entropy, _ = LogprobModel(model, 4)(ids, mask)
     for chunk in (0, 3):
-        logp, entropy = LogprobModel(model, chunk)(ids, mask, chosen)
+        logp, entropy, _ = LogprobModel(model, chunk)(ids, mask, chosen)
         torch.testing.assert_close(logp[chosen], reference[chosen], atol=1e-5, rtol=0)
         torch.testing.assert_close(entropy[chosen], ref_entropy[chosen], atol=1e-5, rtol=0)
         assert not logp[~chosen].any() and not entropy[~chosen].any()
