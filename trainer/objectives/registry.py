@@ -174,17 +174,19 @@ def build_config(name: str, values: Mapping[str, Any] | None = None) -> Any:
     return spec.config_cls(**dict(values or {}))
 
 
+_OPD = ObjectiveSpec(
+    "opd",
+    opd_advantage,
+    OpdConfig,
+    "token-mean",
+    needs_teacher=True,
+    listed_coef=opd_listed_coef,
+    token_kl_weighting=opd_token_kl_weights,
+)
+
 for _spec in (
     ObjectiveSpec("grpo", grpo_advantage, GrpoConfig, "seq-mean-token-mean", needs_teacher=False, min_group_size=2),
-    ObjectiveSpec(
-        "opd",
-        opd_advantage,
-        OpdConfig,
-        "token-mean",
-        needs_teacher=True,
-        listed_coef=opd_listed_coef,
-        token_kl_weighting=opd_token_kl_weights,
-    ),
+    _OPD,
     ObjectiveSpec(
         "atod",
         atod_advantage,
@@ -197,14 +199,6 @@ for _spec in (
         token_kl_weighting=atod_token_kl_weights,
     ),
     # BranchOPD's loss is OPD's (token-mean, no task reward); its branches and masks come from the rollout.
-    ObjectiveSpec(
-        "branchopd",
-        opd_advantage,
-        OpdConfig,
-        "token-mean",
-        needs_teacher=True,
-        listed_coef=opd_listed_coef,
-        token_kl_weighting=opd_token_kl_weights,
-    ),
+    dataclasses.replace(_OPD, name="branchopd"),
 ):
     register_objective(_spec)
