@@ -288,6 +288,16 @@ def _models_line(models: dict[str, Any]) -> str:
     return f"Models ({made}): {teacher}; {student}."
 
 
+MODEL_SIZES = {"tiny": "~100k-parameter models", "smollm2": "SmolLM2-135M models (135M parameters)"}
+"""The compared models' size by their ladder's base, for the report's caveat."""
+
+
+def _model_size(models: dict[str, Any]) -> str:
+    """What the compared models are: a model ladder's base (`MODEL_SIZES`), else the tiny SFT models."""
+    base = models["record"]["spec"]["student"].get("base", "tiny") if "ladder" in models else "tiny"
+    return MODEL_SIZES[base]
+
+
 def _held_out_tasks(spec: CompareSpec) -> str:
     """Which held-out tasks the arms evaluate: the eval split's first `eval_tasks`, or with `eval.families_in_turn`
     that many taken in turn from the named families."""
@@ -368,7 +378,7 @@ Paper claims at this scale (mean ± sd over seeds; "holds" only where the gap ex
 {_claims(spec, runs)}
 
 Paper column: {spec.paper.get("source", "none")}. Those are billion-parameter students after
-hundreds of steps on GPUs; ours are ~100k-parameter models after {spec.steps} CPU steps, so only the
+hundreds of steps on GPUs; ours are {_model_size(baselines.models)} after {spec.steps} CPU steps, so only the
 ordering could be compared, and at this size the spread over seeds is of the order of the differences:
 read the table as what these runs measured, not as a verdict on the paper.
 

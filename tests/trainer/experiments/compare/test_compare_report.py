@@ -204,13 +204,17 @@ def test_report_compares_teacher_scored_arms_at_equal_teacher_tokens(tmp_path: P
 
 
 def test_the_models_line_names_a_pretrained_ladders_base() -> None:
-    """A SmolLM2 ladder's rungs have no tiny shape: the report names their base and SFT steps (it printed 0 x 0)."""
-    from trainer.experiments.compare.report import _models_line
+    """A SmolLM2 ladder's rungs have no tiny shape: the report names their base and SFT steps (it printed 0 x 0), and
+    its caveat their size (it said ~100k parameters)."""
+    from trainer.experiments.compare.report import _model_size, _models_line
 
     rung = {"base": "smollm2", "hidden": 0, "layers": 0, "sft_steps": 200}
     record = {"spec": {"teacher": rung, "student": {**rung, "sft_steps": 6}}}
     line = _models_line({"ladder": "searchqa", "folder": "m", "record": record})
     assert "teacher smollm2 SFT'd 200 steps; student smollm2 SFT'd 6 steps." in line and "x 0" not in line
+    models = {"ladder": "searchqa", "folder": "m", "record": record}
+    assert _model_size(models) == "SmolLM2-135M models (135M parameters)"
+    assert _model_size({"reused": True}) == _model_size({**models, "record": {"spec": {"student": {}}}})
 
 
 def test_the_held_out_line_names_the_families_taken_in_turn() -> None:
