@@ -262,10 +262,10 @@ def _learn(config: TrainerConfig, actors: _Actors, out: Path, resume_from: str |
                 for step, held_out in evaluator.finished():
                     logger.log(step, held_out)
             if config.checkpoint_every and (q + 1) % config.checkpoint_every == 0:
-                checkpoint = group.save(str(out / "checkpoints" / f"step_{q + 1:06d}"))
+                checkpoint = group.checkpoint(out, q + 1, config.checkpoint_keep)
         final = group.global_step()
         if final > start and (checkpoint is None or not checkpoint.endswith(f"step_{final:06d}")):
-            checkpoint = group.save(str(out / "checkpoints" / f"step_{final:06d}"))
+            checkpoint = group.checkpoint(out, final, config.checkpoint_keep)
         if evaluator is not None:
             for step, held_out in evaluator.close():
                 logger.log(step, held_out)

@@ -645,6 +645,9 @@ class TrainerConfig(_Section):
     seed: int = Field(0, description="Seed of sampling, task order and model init.")
     output_dir: str = Field("runs/train", description="Checkpoints, metrics.jsonl, TensorBoard events, plot.")
     checkpoint_every: int = Field(10, ge=0, description="Save a checkpoint every N steps (0: only at the end).")
+    checkpoint_keep: int = Field(
+        0, ge=0, description="Keep only the newest N checkpoints in output_dir, deleting older ones (0: keep all)."
+    )
     resume: bool = Field(True, description="Continue from the newest checkpoint in output_dir when present.")
     models: ModelsConfig = Field(default_factory=ModelsConfig)  # type: ignore[arg-type]
     backend: BackendConfig = Field(default_factory=BackendConfig)  # type: ignore[arg-type]

@@ -134,10 +134,10 @@ def _loop(
                 success=f"{metrics[names.SUCCESS_RATE]:.2f}", turns=f"{metrics[names.MEAN_TURNS]:.1f}", refresh=False
             )
             if config.checkpoint_every and (step + 1) % config.checkpoint_every == 0:
-                checkpoint = workers.save(str(out / "checkpoints" / f"step_{step + 1:06d}"))
+                checkpoint = workers.checkpoint(out, step + 1, config.checkpoint_keep)
         final = workers.global_step()
         if final > start and (checkpoint is None or not checkpoint.endswith(f"step_{final:06d}")):
-            checkpoint = workers.save(str(out / "checkpoints" / f"step_{final:06d}"))
+            checkpoint = workers.checkpoint(out, final, config.checkpoint_keep)
     finally:
         bar.close()
         logger.close()

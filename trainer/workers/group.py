@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import torch
@@ -20,7 +21,13 @@ from trainer.objectives.registry import get_objective
 from trainer.rollout import RolloutStats, SamplingSettings, Trajectory
 from trainer.workers.executor import Executor, Handle, Pending, make_executor
 from trainer.workers.factory import bucket_bytes, sleeps
-from trainer.workers.learner import LearnerWorker, Rendezvous, rendezvous_address
+from trainer.workers.learner import (
+    LearnerWorker,
+    Rendezvous,
+    checkpoint_folder,
+    prune_checkpoints,
+    rendezvous_address,
+)
 from trainer.workers.placement import Slot, plan_placement
 from trainer.workers.rollout import Played, RolloutWorker
 from trainer.workers.teacher import TeacherWorker
@@ -199,6 +206,13 @@ class WorkerGroup:
     def save(self, folder: str) -> str:
         """Checkpoint the learner into `folder`."""
         return self._on_learners(LearnerWorker.save, folder)
+
+    def checkpoint(self, output_dir: Path, step: int, keep: int = 0) -> str:
+        """Checkpoint the learner into `output_dir`'s folder for `step`, then delete all but the newest `keep`
+        checkpoints there (0: keep all); the checkpoint's path."""
+        path = self.save(str(checkpoint_folder(output_dir, step)))
+        prune_checkpoints(output_dir, keep)
+        return path
 
     def task_ids(self, split: str, families: Sequence[str] = ()) -> list[str]:
         """Task ids of a split, asked of the first rollout worker's server."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +154,27 @@ class LearnerWorker:
     def save(self, folder: str) -> str:
         """Write a checkpoint to `folder`; its path."""
         return str(self.learner.save(folder, self.tokenizer))
+
+
+def checkpoint_folder(output_dir: str | Path, step: int) -> Path:
+    """Where the checkpoint after `step` updates lives in a run's output folder."""
+    return Path(output_dir) / "checkpoints" / f"step_{step:06d}"
+
+
+def prune_checkpoints(output_dir: str | Path, keep: int) -> list[Path]:
+    """Delete every checkpoint folder of `output_dir` older than its newest `keep` complete ones (0: delete
+    nothing), so a long run holds `keep` checkpoints on disk; the deleted folders."""
+    folder = Path(output_dir) / "checkpoints"
+    if keep <= 0 or not folder.is_dir():
+        return []
+    complete = sorted(p for p in folder.glob("step_*") if (p / STATE_FILE).is_file())
+    if len(complete) <= keep:
+        return []
+    oldest_kept = complete[-keep]
+    deleted = sorted(p for p in folder.glob("step_*") if p.name < oldest_kept.name)
+    for old in deleted:
+        shutil.rmtree(old)
+    return deleted
 
 
 def latest_checkpoint(output_dir: str | Path) -> str | None:

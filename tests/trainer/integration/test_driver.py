@@ -51,9 +51,10 @@ def test_atod_run_logs_diagnostics_checkpoints_and_resumes(
     assert set(CORE_PLOTTED) <= set(records[1]), set(CORE_PLOTTED) - set(records[1])
     assert (tmp_path / "run" / "training.png").stat().st_size > 1000
     assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
-    # resume: the step count continues from the checkpoint
-    resumed = train(config.model_copy(update={"steps": 3}), progress=False)
+    # resume: the step count continues from the checkpoint; checkpoint_keep=1 leaves the newest one on disk
+    resumed = train(config.model_copy(update={"steps": 3, "checkpoint_keep": 1}), progress=False)
     assert resumed.final_step == 3
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["step_000003"]
     assert [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == [0, 1, 2, 3]  # no 2nd step 0
     assert read_metrics(tmp_path / "run" / "metrics.jsonl")[3]["hybrid/kl_coef"] == pytest.approx(0.1)
     assert json.loads((tmp_path / "run" / "config.json").read_text())["steps"] == 3

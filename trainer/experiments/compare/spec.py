@@ -88,7 +88,7 @@ class CompareSpec:
     baseline_arm: str = ""
     """The arm the speed-ups to `target` are measured against (DivOPD: vanilla asynchronous OPD); "": none."""
     resumable: bool = False
-    """Checkpoint every `eval_every` steps and continue a stopped arm x seed from its newest checkpoint (long
+    """Checkpoint every `eval_every` steps (the newest kept) and continue a stopped arm x seed from it (long
     comparisons); otherwise a stopped run starts again."""
 
     @property
@@ -157,14 +157,14 @@ class CompareSpec:
         """Config overrides of one arm and seed (budget identical across arms; learning rate `lr`, default the
         spec's); `$steps` in an arm's overrides is the learner steps of this size (ATOD's annealing spans the run
         at every size)."""
-        checkpoints = [f"checkpoint_every={self.eval_every}", "resume=true"] if self.resumable else []
+        kept = [f"checkpoint_every={self.eval_every}", "checkpoint_keep=1", "resume=true"]
         return [
             f"steps={self.steps}",
             f"seed={seed}",
             f"optim.lr={self.lr if lr is None else lr}",
             f"eval.every={self.eval_every}",
             f"eval.num_tasks={self.eval_tasks}",
-            *(checkpoints or ["checkpoint_every=0", "resume=false"]),
+            *(kept if self.resumable else ["checkpoint_every=0", "resume=false"]),
             *self.common,
             f"objective.name={arm.objective}",
             *(o.replace("$steps", str(self.steps)) for o in arm.overrides),

@@ -242,11 +242,11 @@ def test_delegated_comparisons_map_out_models_and_quick() -> None:
 
 
 def test_the_searchqa_ladder_comparison_runs_atods_arms_on_free_text(tmp_path: Path) -> None:
-    """atod-ladder-searchqa (docs/design/052): atod-ladder's five arms (and note 053's forward-KL OPD and ATOD) on
-    the Search-QA ladder's models where `trainer make-models --ladder searchqa` made them (a ladder the quickstart does
-    not ship), the papers' token-level terms (free-text replies), one 8-trajectory budget, ATOD annealed over 30 of
-    the 40 steps, and a held-out set that takes the seven datasets in turn. Elsewhere, or made from another spec, the
-    comparison names the command."""
+    """atod-ladder-searchqa (docs/design/052): atod-ladder's five arms (and note 053's forward-KL OPD and ATOD, and
+    forward-KL OPD at ATOD's G = 4 sampling) on the Search-QA ladder's models where `trainer make-models --ladder
+    searchqa` made them (a ladder the quickstart does not ship), the papers' token-level terms (free-text replies),
+    one 8-trajectory budget, ATOD annealed over 30 of the 40 steps, and a held-out set that takes the seven datasets
+    in turn. Elsewhere, or made from another spec, the comparison names the command."""
     spec = load_spec("atod-ladder-searchqa")
     made = tmp_path / "ladder-searchqa"
     for role in ("student", "teacher"):
@@ -255,7 +255,9 @@ def test_the_searchqa_ladder_comparison_runs_atods_arms_on_free_text(tmp_path: P
     record = {"spec": asdict(LadderSpec.load("searchqa"))}
     (made / LADDER_RECORD).write_text(json.dumps(record))
     configs = {a.name: arm_config(spec, a, 1, Path("out"), made, "127.0.0.1:1") for a in spec.arms}
-    assert list(configs) == ["grpo", "opd", "atod", "atod-tdur-none", "atod-anneal-off", "opd-forward", "atod-forward"]
+    assert list(configs) == [
+        "grpo", "opd", "atod", "atod-tdur-none", "atod-anneal-off", "opd-forward", "atod-forward", "opd-forward-g4"
+    ]  # fmt: skip
     for name, config in configs.items():
         assert config.env.name == "searchqa" and config.rollout.action_match == "exact", name
         assert config.rollout.group_size * config.rollout.tasks_per_step == 8, name
@@ -271,6 +273,9 @@ def test_the_searchqa_ladder_comparison_runs_atods_arms_on_free_text(tmp_path: P
         assert build_config(name, configs[name].objective.params).token_kl == "reverse"
         assert build_config(name, configs[f"{name}-forward"].objective.params).token_kl == "forward"
     assert configs["opd-forward"].rollout.group_size == 1
+    g4 = configs["opd-forward-g4"]  # ATOD's sampling under OPD's objective
+    assert (g4.rollout.group_size, g4.objective.name) == (4, "opd")
+    assert build_config("opd", g4.objective.params).token_kl == "forward"
     assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= set(configs)
     with pytest.raises(ConfigError, match="trainer make-models --ladder searchqa --out"):
         model_folders(spec, tmp_path / "elsewhere")
