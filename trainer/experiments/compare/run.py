@@ -262,10 +262,11 @@ def run_arm(config: TrainerConfig, arm: Arm, seed: int, start: EvalResult) -> Ar
 
 
 def _settings(config: dict[str, Any]) -> dict[str, Any]:
-    """A dumped config without where it ran: the server address (each compare starts its own server on a free port)
-    and the output folder (a comparison's folder, moved or copied, keeps its runs)."""
+    """A dumped config without where it ran and what it kept: the server address (each compare starts its own
+    server on a free port), the output folder (a comparison's folder, moved or copied, keeps its runs) and how many
+    checkpoints it keeps on disk (`checkpoint_keep` changes no result)."""
     env = {k: v for k, v in config.get("env", {}).items() if k != "targets"}
-    return {**{k: v for k, v in config.items() if k != "output_dir"}, "env": env}
+    return {**{k: v for k, v in config.items() if k not in ("output_dir", "checkpoint_keep")}, "env": env}
 
 
 def _recorded(config: dict[str, Any]) -> dict[str, Any]:

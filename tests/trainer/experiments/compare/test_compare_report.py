@@ -92,6 +92,8 @@ def test_a_finished_run_is_reused_only_under_the_same_settings(tmp_path: Path) -
     other_port = arm_config(spec, arm, 0, tmp_path, Path("models"), "127.0.0.1:2")
     recounted = replace(run("grpo", 0), teacher_token_curve=[0.0, 100.0, 150.0])  # recorded before the curve existed
     assert finished_run(other_port) == recounted  # a new server's address is not a new setting; tokens recounted
+    kept_fewer = config.model_copy(update={"checkpoint_keep": 1})
+    assert finished_run(kept_fewer) == recounted  # nor is how many checkpoints stay on disk
     longer = arm_config(spec.sized(False, {"steps": 16}), arm, 0, tmp_path, Path("models"), "127.0.0.1:1")
     assert finished_run(longer) is None
     older = {**record["config"], "eval": {k: v for k, v in record["config"]["eval"].items() if k != "at_start"}}
