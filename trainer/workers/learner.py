@@ -161,17 +161,20 @@ def checkpoint_folder(output_dir: str | Path, step: int) -> Path:
     return Path(output_dir) / "checkpoints" / f"step_{step:06d}"
 
 
+def _complete_checkpoints(output_dir: str | Path) -> list[Path]:
+    """The `checkpoints/step_*` folders of a run that hold a trainer state, oldest first."""
+    folder = Path(output_dir) / "checkpoints"
+    return sorted(p for p in folder.glob("step_*") if (p / STATE_FILE).is_file()) if folder.is_dir() else []
+
+
 def prune_checkpoints(output_dir: str | Path, keep: int) -> list[Path]:
     """Delete every checkpoint folder of `output_dir` older than its newest `keep` complete ones (0: delete
     nothing), so a long run holds `keep` checkpoints on disk; the deleted folders."""
-    folder = Path(output_dir) / "checkpoints"
-    if keep <= 0 or not folder.is_dir():
-        return []
-    complete = sorted(p for p in folder.glob("step_*") if (p / STATE_FILE).is_file())
-    if len(complete) <= keep:
+    complete = _complete_checkpoints(output_dir)
+    if keep <= 0 or len(complete) <= keep:
         return []
     oldest_kept = complete[-keep]
-    deleted = sorted(p for p in folder.glob("step_*") if p.name < oldest_kept.name)
+    deleted = sorted(p for p in oldest_kept.parent.glob("step_*") if p.name < oldest_kept.name)
     for old in deleted:
         shutil.rmtree(old)
     return deleted
@@ -179,8 +182,5 @@ def prune_checkpoints(output_dir: str | Path, keep: int) -> list[Path]:
 
 def latest_checkpoint(output_dir: str | Path) -> str | None:
     """The newest `checkpoints/step_*` folder with a trainer state, or None."""
-    folder = Path(output_dir) / "checkpoints"
-    if not folder.is_dir():
-        return None
-    done = sorted(p for p in folder.glob("step_*") if (p / STATE_FILE).is_file())
+    done = _complete_checkpoints(output_dir)
     return str(done[-1]) if done else None
