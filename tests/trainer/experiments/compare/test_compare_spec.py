@@ -242,11 +242,12 @@ def test_delegated_comparisons_map_out_models_and_quick() -> None:
 
 
 def test_the_searchqa_ladder_comparison_runs_atods_arms_on_free_text(tmp_path: Path) -> None:
-    """atod-ladder-searchqa (docs/design/052): atod-ladder's five arms (and note 053's forward-KL OPD and ATOD, and
-    forward-KL OPD at ATOD's G = 4 sampling) on the Search-QA ladder's models where `trainer make-models --ladder
-    searchqa` made them (a ladder the quickstart does not ship), the papers' token-level terms (free-text replies),
-    one 8-trajectory budget, ATOD annealed over 30 of the 40 steps, and a held-out set that takes the seven datasets
-    in turn. Elsewhere, or made from another spec, the comparison names the command."""
+    """atod-ladder-searchqa (docs/design/052): atod-ladder's five arms (and note 053's forward-KL OPD and ATOD,
+    forward-KL OPD at ATOD's G = 4 sampling, and ATOD's two ablations with the forward KL) on the Search-QA ladder's
+    models where `trainer make-models --ladder searchqa` made them (a ladder the quickstart does not ship), the
+    papers' token-level terms (free-text replies), one 8-trajectory budget, ATOD annealed over 30 of the 40 steps, and
+    a held-out set that takes the seven datasets in turn. Elsewhere, or made from another spec, the comparison names
+    the command."""
     spec = load_spec("atod-ladder-searchqa")
     made = tmp_path / "ladder-searchqa"
     for role in ("student", "teacher"):
@@ -256,7 +257,8 @@ def test_the_searchqa_ladder_comparison_runs_atods_arms_on_free_text(tmp_path: P
     (made / LADDER_RECORD).write_text(json.dumps(record))
     configs = {a.name: arm_config(spec, a, 1, Path("out"), made, "127.0.0.1:1") for a in spec.arms}
     assert list(configs) == [
-        "grpo", "opd", "atod", "atod-tdur-none", "atod-anneal-off", "opd-forward", "atod-forward", "opd-forward-g4"
+        "grpo", "opd", "atod", "atod-tdur-none", "atod-anneal-off", "opd-forward", "atod-forward", "opd-forward-g4",
+        "atod-forward-tdur-none", "atod-forward-anneal-off",
     ]  # fmt: skip
     for name, config in configs.items():
         assert config.env.name == "searchqa" and config.rollout.action_match == "exact", name
@@ -276,6 +278,10 @@ def test_the_searchqa_ladder_comparison_runs_atods_arms_on_free_text(tmp_path: P
     g4 = configs["opd-forward-g4"]  # ATOD's sampling under OPD's objective
     assert (g4.rollout.group_size, g4.objective.name) == (4, "opd")
     assert build_config("opd", g4.objective.params).token_kl == "forward"
+    tdur_none = build_config("atod", configs["atod-forward-tdur-none"].objective.params)
+    anneal_off = build_config("atod", configs["atod-forward-anneal-off"].objective.params)
+    assert (tdur_none.token_kl, tdur_none.tdur, tdur_none.anneal) == ("forward", "none", True)
+    assert (anneal_off.token_kl, anneal_off.tdur, anneal_off.anneal) == ("forward", "turn", False)
     assert {c["better"] for c in spec.claims} | {c["worse"] for c in spec.claims} <= set(configs)
     with pytest.raises(ConfigError, match="trainer make-models --ladder searchqa --out"):
         model_folders(spec, tmp_path / "elsewhere")
