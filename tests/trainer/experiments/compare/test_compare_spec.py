@@ -241,6 +241,17 @@ def test_delegated_comparisons_map_out_models_and_quick() -> None:
     assert delegated_argv("branchopd-savings", "out", None, quick=False) == ["--out", "out"]
 
 
+def _searchqa_ladder_models(tmp_path: Path) -> tuple[Path, dict]:
+    """A folder that looks like `trainer make-models --ladder searchqa`'s output, and its ladder record."""
+    made = tmp_path / "ladder-searchqa"
+    for role in ("student", "teacher"):
+        (made / role).mkdir(parents=True)
+        (made / role / "config.json").write_text("{}")
+    record = {"spec": asdict(LadderSpec.load("searchqa"))}
+    (made / LADDER_RECORD).write_text(json.dumps(record))
+    return made, record
+
+
 def test_the_searchqa_ladder_comparison_runs_atods_arms_on_free_text(tmp_path: Path) -> None:
     """atod-ladder-searchqa (docs/design/052): atod-ladder's five arms (and note 053's forward-KL OPD and ATOD,
     forward-KL OPD at ATOD's G = 4 sampling, and ATOD's two ablations with the forward KL) on the Search-QA ladder's
@@ -249,12 +260,7 @@ def test_the_searchqa_ladder_comparison_runs_atods_arms_on_free_text(tmp_path: P
     a held-out set that takes the seven datasets in turn. Elsewhere, or made from another spec, the comparison names
     the command."""
     spec = load_spec("atod-ladder-searchqa")
-    made = tmp_path / "ladder-searchqa"
-    for role in ("student", "teacher"):
-        (made / role).mkdir(parents=True)
-        (made / role / "config.json").write_text("{}")
-    record = {"spec": asdict(LadderSpec.load("searchqa"))}
-    (made / LADDER_RECORD).write_text(json.dumps(record))
+    made, record = _searchqa_ladder_models(tmp_path)
     configs = {a.name: arm_config(spec, a, 1, Path("out"), made, "127.0.0.1:1") for a in spec.arms}
     assert list(configs) == [
         "grpo", "opd", "atod", "atod-tdur-none", "atod-anneal-off", "opd-forward", "atod-forward", "opd-forward-g4",
@@ -289,3 +295,20 @@ def test_the_searchqa_ladder_comparison_runs_atods_arms_on_free_text(tmp_path: P
     (made / LADDER_RECORD).write_text(json.dumps(record))
     with pytest.raises(ConfigError, match="not in"):
         model_folders(spec, made)
+
+
+def test_the_long_searchqa_comparison_doubles_the_steps_and_scales_atods_anneal(tmp_path: Path) -> None:
+    """atod-long-searchqa: atod-ladder-searchqa's forward-KL OPD and ATOD for 80 steps instead of 40 (past OPD's
+    flattening), ATOD annealed over 60 of them (the same 3/4 of the run), everything else inherited."""
+    short, long = load_spec("atod-ladder-searchqa"), load_spec("atod-long-searchqa")
+    made, _ = _searchqa_ladder_models(tmp_path)
+    before = {a.name: arm_config(short, a, 1, Path("out"), made, "127.0.0.1:1") for a in short.arms}
+    after = {a.name: arm_config(long, a, 1, Path("out"), made, "127.0.0.1:1") for a in long.arms}
+    assert list(after) == ["opd-forward", "atod-forward"] and (short.steps, long.steps) == (40, 80)
+    for name, config in after.items():
+        assert config.steps == 80, name
+        assert config.model_copy(update={"steps": 40, "objective": before[name].objective}) == before[name], name
+    assert after["opd-forward"].objective == before["opd-forward"].objective
+    atod = build_config("atod", after["atod-forward"].objective.params)
+    assert (atod.token_kl, atod.tdur, atod.anneal, atod.coef_anneal_steps) == ("forward", "turn", True, 60)
+    assert [(c["better"], c["worse"]) for c in long.claims] == [("atod-forward", "opd-forward")]
