@@ -336,9 +336,12 @@ def write_report(spec: CompareSpec, measured: Measured, out: Path, size: str) ->
         )
     s, t = baselines.student, baselines.teacher
     gap = "clearly above" if t.success_rate >= s.success_rate + 0.1 else "NOT clearly above (comparison is weak)"
-    at_seed0 = {r.arm for r in runs if r.seed == 0}  # an arm that did not run has no episodes to link
+    first_seed: dict[str, int] = {}  # each arm's lowest finished seed; an arm that did not run has no episodes
+    for run in sorted(runs, key=lambda r: r.seed):
+        first_seed.setdefault(run.arm, run.seed)
     links = ", ".join(
-        f"[{name}](runs/{name}/seed0/episodes/step_{spec.steps:06d}.html)" for name in arms if name in at_seed0
+        f"[{name}{'' if seed == 0 else f', seed {seed}'}](runs/{name}/seed{seed}/episodes/step_{spec.steps:06d}.html)"
+        for name, seed in ((name, first_seed[name]) for name in arms if name in first_seed)
     )
     load = ", ".join(f"{x:.1f}" for x in machine["load_start"])
     minutes = machine["wall_s"] / 60
@@ -388,7 +391,7 @@ read the table as what these runs measured, not as a verdict on the paper.
 
 Sample episodes (HTML; task, prompt tails, responses, actions, observations, rewards, teacher-student
 gap shaded per token): [student at the start](episodes-student.html), [teacher](episodes-teacher.html),
-and after training (seed 0): {links}.
+and after training (seed 0, or an arm's lowest seed that ran where named): {links}.
 
 Per-run curves: `runs.json`; each run's metrics: `runs/<arm>/seed<k>/metrics.jsonl`.
 {_search_section(spec, measured)}"""
