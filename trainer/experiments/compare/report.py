@@ -336,12 +336,11 @@ def write_report(spec: CompareSpec, measured: Measured, out: Path, size: str) ->
         )
     s, t = baselines.student, baselines.teacher
     gap = "clearly above" if t.success_rate >= s.success_rate + 0.1 else "NOT clearly above (comparison is weak)"
-    first_seed: dict[str, int] = {}  # each arm's lowest finished seed; an arm that did not run has no episodes
-    for run in sorted(runs, key=lambda r: r.seed):
-        first_seed.setdefault(run.arm, run.seed)
+    ran = {name: [r.seed for r in runs if r.arm == name] for name in arms}
+    first_seed = {name: min(seeds) for name, seeds in ran.items() if seeds}  # an arm that did not run has no episodes
     links = ", ".join(
         f"[{name}{'' if seed == 0 else f', seed {seed}'}](runs/{name}/seed{seed}/episodes/step_{spec.steps:06d}.html)"
-        for name, seed in ((name, first_seed[name]) for name in arms if name in first_seed)
+        for name, seed in first_seed.items()
     )
     load = ", ".join(f"{x:.1f}" for x in machine["load_start"])
     minutes = machine["wall_s"] / 60
