@@ -115,15 +115,10 @@ class ObjectiveSpec:
 _REGISTRY: dict[str, ObjectiveSpec] = {}
 OBJECTIVE_MODULES: list[str] = []
 """Modules that register further objectives (e.g. DivOPD, BranchOPD); imported at the first lookup."""
-_modules_loaded = False
 
 
 def _load_modules() -> None:
-    global _modules_loaded
-    if _modules_loaded:
-        return
-    _modules_loaded = True
-    for module in OBJECTIVE_MODULES:
+    for module in OBJECTIVE_MODULES:  # a module imported before costs one sys.modules lookup
         importlib.import_module(module)
 
 

@@ -137,15 +137,10 @@ _STRATEGIES: dict[str, Strategy] = {}
 _HOOKS: dict[str, HookFactory] = {}
 PLUGIN_MODULES: list[str] = ["trainer.rollout.recovery", "trainer.branching.plugin", "trainer.tree.plugin"]
 """Modules that register further strategies and hooks; imported at the first lookup."""
-_modules_loaded = False
 
 
 def _load_modules() -> None:
-    global _modules_loaded
-    if _modules_loaded:
-        return
-    _modules_loaded = True
-    for module in PLUGIN_MODULES:
+    for module in PLUGIN_MODULES:  # a module imported before costs one sys.modules lookup
         importlib.import_module(module)
 
 

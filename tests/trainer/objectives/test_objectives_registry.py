@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +22,7 @@ from trainer.objectives import (
     ppo_actor_loss,
     reduction_unit_ids,
     register_objective,
+    registry,
 )
 from trainer.objectives.grpo import GrpoConfig
 
@@ -118,3 +121,22 @@ def test_cuda_matches_cpu(name: str, canonical_batch: TokenBatch) -> None:
     cpu_loss, _ = ppo_actor_loss(canonical_batch.logp_old, canonical_batch.logp_old, cpu_adv, canonical_batch.loss_mask)
     gpu_loss, _ = ppo_actor_loss(gpu_batch.logp_old, gpu_batch.logp_old, gpu_adv, gpu_batch.loss_mask)
     torch.testing.assert_close(gpu_loss.cpu(), cpu_loss)
+
+
+def test_a_listed_module_registers_its_objective_at_the_first_lookup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "probe_objective.py").write_text(
+        "from trainer.objectives import ObjectiveSpec, grpo_advantage, register_objective\n"
+        "from trainer.objectives.grpo import GrpoConfig\n"
+        "register_objective(ObjectiveSpec('probe', grpo_advantage, GrpoConfig, 'token-mean', needs_teacher=False))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "OBJECTIVE_MODULES", ["probe_objective"])
+    monkeypatch.delitem(sys.modules, "probe_objective", raising=False)
+    try:
+        assert "probe" in objective_names()
+        assert get_objective("probe").advantage is grpo_advantage
+    finally:
+        registry._REGISTRY.pop("probe", None)
+        sys.modules.pop("probe_objective", None)
