@@ -270,6 +270,13 @@ class RolloutConfig(_Section):
     top_logprobs: int = Field(0, ge=0, le=20, description="Record the top-k log-probs per token (BranchOPD: 20).")
     snapshots: bool = Field(False, description="Record a snapshot handle at each turn start (one extra call).")
     concurrency: int = Field(16, ge=1, description="Concurrent Step calls per rollout worker.")
+    max_turns: int | None = Field(
+        None,
+        ge=1,
+        description="Turn limit of training episodes, at most env.max_turns (None: env.max_turns, the papers' "
+        "setting). Held-out evaluations always play env.max_turns: a lower limit only makes the training rollouts of "
+        "a student that wanders cheaper (docs/design/054-training-turn-limit.md).",
+    )
 
     @model_validator(mode="after")
     def _check_strategy(self) -> RolloutConfig:
@@ -680,6 +687,11 @@ class TrainerConfig(_Section):
             raise ValueError(
                 f"objective {spec.name!r} normalises rewards within a group: "
                 f"set rollout.group_size >= {spec.min_group_size}"
+            )
+        if self.rollout.max_turns is not None and self.rollout.max_turns > self.env.max_turns:
+            raise ValueError(
+                f"rollout.max_turns ({self.rollout.max_turns}) limits training episodes within env.max_turns "
+                f"({self.env.max_turns}): lower it or raise env.max_turns"
             )
         if self.divopd.enabled and self.logging.rollouts:
             raise ValueError(

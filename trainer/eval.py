@@ -76,6 +76,7 @@ def evaluate(
             )
     plain = config.model_copy(deep=True)
     plain.rollout.strategy = "group"  # evaluation plays the policy alone: no takeover, no branching
+    plain.rollout.max_turns = None  # and whole episodes (env.max_turns)
     worker = RolloutWorker(plain, targets[0], policy_path=path)
     sampling = SamplingSettings(
         max_new_tokens=config.rollout.max_new_tokens,

@@ -80,6 +80,13 @@ ORIGINS = {
 }
 
 
+def _turn_limits(config: TrainerConfig) -> str:
+    """The episodes' turn limit, and the training episodes' own where `rollout.max_turns` sets one."""
+    limit = config.rollout.max_turns
+    own = f" ({limit} in training)" if limit is not None and limit != config.env.max_turns else ""
+    return f"{config.env.max_turns} turns{own}"
+
+
 def _sft_lines(models: QuickstartModels, plan: ModelPlan) -> str:
     command = f"`trainer make-models --ladder {plan.ladder}`" if plan.ladder else "`trainer make-models --quickstart`"
     lines = [f"* {ORIGINS[models.origin].format(command=command)}: student {models.student}, teacher {models.teacher}."]
@@ -122,7 +129,7 @@ def write_report(out: Path, run: QuickstartRun) -> Path:
 
 Environment **{config.env.name}** (a local server started by the command); objective **{config.objective.name}**,
 {run.steps} learner steps of {rollout.tasks_per_step} tasks x G = {rollout.group_size}, lr {config.optim.lr:g},
-training seed {config.seed}, max {config.env.max_turns} turns, prompt style `{config.prompt.style}`;
+training seed {config.seed}, max {_turn_limits(config)}, prompt style `{config.prompt.style}`;
 config `{plan.config}`.
 
 {_sft_lines(run.models, run.plan)}

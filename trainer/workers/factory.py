@@ -108,11 +108,13 @@ def make_renderer(config: TrainerConfig) -> PromptRenderer:
     )
 
 
-def rollout_settings(config: TrainerConfig) -> RolloutSettings:
-    """Episode settings of `config`."""
+def rollout_settings(config: TrainerConfig, *, held_out: bool = False) -> RolloutSettings:
+    """Episode settings of `config`: of training rollouts (`rollout.max_turns` turns at most), or `held_out`
+    (evaluations: `env.max_turns`)."""
+    limit = config.rollout.max_turns
     return RolloutSettings(
         group_size=config.rollout.group_size,
-        max_turns=config.env.max_turns,
+        max_turns=config.env.max_turns if held_out or limit is None else limit,
         snapshots=config.rollout.snapshots,
         step_timeout_s=config.env.step_timeout_s,
         step_retries=config.env.step_retries,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -37,8 +38,10 @@ class RolloutWorker:
             self.port, self.backend, self.tokenizer, make_renderer(config), rollout_settings(config), config
         )
         self.rollout = make_strategy(config.rollout.strategy, parts)
-        self.plain = self.rollout if config.rollout.strategy == "group" else make_strategy("group", parts)
-        """The `group` strategy for held-out play: no takeover, no branching (as `trainer eval`)."""
+        held_out = dataclasses.replace(parts, settings=rollout_settings(config, held_out=True))
+        same = config.rollout.strategy == "group" and held_out.settings == parts.settings
+        self.plain = self.rollout if same else make_strategy("group", held_out)
+        """The `group` strategy for held-out play: no takeover, no branching, env.max_turns (as `trainer eval`)."""
         self.hooks = make_hooks(parts)
 
     def ready(self) -> bool:
