@@ -96,6 +96,14 @@ class BackendConfig(_Section):
         "logit chunks scale with it (SmolLM2, rows of ~300-400 tokens: +0.49 GB peak at 32 rows, +0.14 GB at 8, which "
         "also ran faster on one CPU thread; docs/design/039).",
     )
+    score_width_multiple: int = Field(
+        1,
+        ge=1,
+        description="hf backend: the rows of each listed-reply forward (`rollout.action_match: choice`, the teacher's "
+        "reply scores) padded to a multiple of this many tokens, masked out: fewer distinct tensor shapes, as "
+        "`optim.micro_batch_width_multiple` for the learner (oneDNN keeps kernels for every shape it meets on the CPU; "
+        "docs/design/055). 1: the longest row's width.",
+    )
     decode_attention: Literal["eager", "model"] = Field(
         "eager",
         description="hf backend: attention of the decode steps (one new token a row). `eager`: transformers' eager "

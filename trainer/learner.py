@@ -344,7 +344,7 @@ class Learner:
         rl_weights = turn_means(weights, mini, listed.turn_ids) if rl_replies else None
         for part in listed.chunks(self.optim.micro_batch_tokens):
             with autocast(self.device, self.cpu_bf16):
-                student = listed_reply_logprobs(self.model, listed.prompts[part], listed.replies[part], pad_token_id=0)
+                student = self._listed_logprobs(listed, part)
             loss = torch.zeros((), device=self.device)
             if kl_weight > 0:
                 loss = loss + self._listed_kl(listed, part, student, kl_weight, sums)
@@ -402,6 +402,12 @@ class Learner:
                 _add(sums, name, count * float(value))
         return loss
 
+    def _listed_logprobs(self, listed: ListedTurns, part: slice) -> list[torch.Tensor]:
+        """The student's total log-prob of each listed reply of the turns `part` (one forward; rows padded to a
+        multiple of `optim.micro_batch_width_multiple`)."""
+        multiple = self.optim.micro_batch_width_multiple
+        return listed_reply_logprobs(self.model, listed.prompts[part], listed.replies[part], 0, multiple)
+
     @torch.no_grad()
     def _listed_logq_old(self, listed: ListedTurns) -> list[float]:
         """log q of each listed turn's drawn reply under the current parameters (the reply-level ratio's q_old)."""
@@ -409,7 +415,7 @@ class Learner:
         values: list[float] = []
         for part in listed.chunks(self.optim.micro_batch_tokens):
             with autocast(self.device, self.cpu_bf16):
-                student = listed_reply_logprobs(self.model, listed.prompts[part], listed.replies[part], pad_token_id=0)
+                student = self._listed_logprobs(listed, part)
             values += drawn_logq(student, listed.drawn[part]).tolist()
         return values
 

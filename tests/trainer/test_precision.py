@@ -21,6 +21,7 @@ from trainer.models.tiny import TinyModels
 from trainer.precision import cpu_bf16, cpu_bf16_flags, decide_cpu_bf16, model_dtype
 from trainer.sft import sft_train
 from trainer.workers.factory import make_generation_backend
+from trainer.workers.teacher import TeacherWorker
 
 BF16_LOGP_MEAN = 3e-3
 """Stated tolerance (tiny model; measured 7e-4 for the backend, 5e-4 for the learner): mean |bf16 - fp32| log-prob."""
@@ -127,3 +128,11 @@ def test_the_config_switch_reaches_the_backend(tiny_models: TinyModels) -> None:
     assert next(build(precision={"cpu_bf16": True}).model.parameters()).dtype == torch.bfloat16  # YAML's bare `on`
     assert off.decode_attention == "eager"  # `backend.decode_attention`'s default, also on CUDA (gpu-check)
     assert build(backend={"device": "cpu", "decode_attention": "model"}).decode_attention is None
+    assert off.width_multiple == 1 and build(backend={"device": "cpu", "score_width_multiple": 64}).width_multiple == 64
+    teacher = TrainerConfig.model_validate(
+        {
+            "models": {"student": str(tiny_models.student), "teacher": str(tiny_models.teacher)},
+            "backend": {"device": "cpu", "score_width_multiple": 32},
+        }
+    )
+    assert TeacherWorker(teacher).backend.width_multiple == 32  # type: ignore[union-attr]

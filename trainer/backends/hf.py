@@ -103,6 +103,7 @@ class HFBackend:
         batch_size: int = 64,
         kv_cache_mb: float = 0,
         decode_attention: str | None = None,
+        width_multiple: int = 1,
     ) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
@@ -113,6 +114,8 @@ class HFBackend:
         """Keys and values kept between `generate` calls (None: off)."""
         self.decode_attention = decode_attention
         """Attention implementation of the decode steps (`backend.decode_attention`; None: the model's own)."""
+        self.width_multiple = width_multiple
+        """Listed-reply forwards pad their rows to a multiple of this many tokens (`backend.score_width_multiple`)."""
         self._dropped: list[tuple[torch.nn.Parameter, torch.Size]] | None = None
         """The parameters a level-2 `sleep` freed, with their shapes, until `update_weights` (None: loaded)."""
         self.memory_events: deque[str] = deque(maxlen=64)
@@ -129,6 +132,7 @@ class HFBackend:
         batch_size: int = 64,
         kv_cache_mb: float = 0,
         decode_attention: str | None = None,
+        width_multiple: int = 1,
     ) -> HFBackend:
         """Load the model (in `dtype`: bf16 on the CPU when `precision.cpu_bf16` says so) and tokenizer from a
         local HF folder."""
@@ -144,6 +148,7 @@ class HFBackend:
             batch_size=batch_size,
             kv_cache_mb=kv_cache_mb,
             decode_attention=decode_attention,
+            width_multiple=width_multiple,
         )
 
     @torch.inference_mode()
@@ -184,7 +189,11 @@ class HFBackend:
         tops: list[list[list[tuple[int, float]]] | None] = [None] * len(rows)
         if sampling.top_logprobs:
             k = min(sampling.top_logprobs, self.model.get_output_embeddings().out_features)
-            tops = list(reply_top_logprobs(self.model, [prompts[i] for i in rows], chosen, k, self.pad_token_id))
+            tops = list(
+                reply_top_logprobs(
+                    self.model, [prompts[i] for i in rows], chosen, k, self.pad_token_id, self.width_multiple
+                )
+            )
         return {
             i: Generation(reply, listed[pick], top, "stop", listed_logprobs=[sum(tokens) for tokens in listed])
             for i, reply, listed, pick, top in zip(rows, chosen, scores, picks, tops, strict=True)
@@ -332,7 +341,11 @@ class HFBackend:
         scores: list[list[list[float]]] = [[] for _ in prompts]
         for part in packed_groups(lengths, self.batch_size, REPLY_BATCH_TOKENS):
             scored = listed_reply_token_logprobs(
-                self.model, [prompts[i] for i in part], [replies[i] for i in part], self.pad_token_id
+                self.model,
+                [prompts[i] for i in part],
+                [replies[i] for i in part],
+                self.pad_token_id,
+                self.width_multiple,
             )
             for i, listed in zip(part, scored, strict=True):
                 scores[i] = [tokens.tolist() for tokens in listed]

@@ -27,13 +27,16 @@ def listed_reply_logprobs(
     prompts: Sequence[Sequence[int]],
     replies: Sequence[Sequence[Sequence[int]]],
     pad_token_id: int,
+    width_multiple: int = 1,
 ) -> list[Tensor]:
     """For each prompt, the total log-prob of each of its listed replies (one (K_i,) fp32 tensor per prompt).
 
     Every prompt and every reply must be non-empty; a reply is scored teacher-forced after its prompt (its last
-    token, EOS, included), exactly as a forward of prompt + reply would.
+    token, EOS, included), exactly as a forward of prompt + reply would. `width_multiple`: the packed rows padded to
+    a multiple of this many tokens (few distinct shapes: oneDNN keeps kernels for every shape it meets on the CPU,
+    docs/design/039, 055).
     """
-    packed, logp = _reply_token_logprobs(model, prompts, replies, pad_token_id)
+    packed, logp = _reply_token_logprobs(model, prompts, replies, pad_token_id, width_multiple)
     totals = torch.zeros(len(packed.reply_lengths), dtype=logp.dtype, device=logp.device)
     totals = totals.index_add(0, packed.reply_of_token.to(logp.device), logp)
     return list(totals.split([len(listed) for listed in replies]))
@@ -44,10 +47,11 @@ def listed_reply_token_logprobs(
     prompts: Sequence[Sequence[int]],
     replies: Sequence[Sequence[Sequence[int]]],
     pad_token_id: int,
+    width_multiple: int = 1,
 ) -> list[list[Tensor]]:
     """For each prompt, the log-prob of every token of each listed reply (one (len(reply),) fp32 tensor per reply),
     from the same forward as `listed_reply_logprobs` (whose totals are their sums)."""
-    packed, logp = _reply_token_logprobs(model, prompts, replies, pad_token_id)
+    packed, logp = _reply_token_logprobs(model, prompts, replies, pad_token_id, width_multiple)
     per_reply = list(logp.split(packed.reply_lengths))
     grouped: list[list[Tensor]] = []
     for listed in replies:
@@ -80,10 +84,11 @@ def reply_top_logprobs(
     replies: Sequence[Sequence[int]],
     k: int,
     pad_token_id: int,
+    width_multiple: int = 1,
 ) -> list[list[list[tuple[int, float]]]]:
     """For each prompt and its one reply, the `k` most likely tokens and their log-probs at every reply position
-    (teacher-forced, from one packed forward)."""
-    packed = _Packed(prompts, [[reply] for reply in replies], pad_token_id)
+    (teacher-forced, from one packed forward; rows padded as `listed_reply_logprobs`'s)."""
+    packed = _Packed(prompts, [[reply] for reply in replies], pad_token_id, width_multiple)
     tops: list[list[tuple[int, float]]] = []
     for chunk in _reply_states(model, packed).split(HEAD_CHUNK):
         top = torch.topk(torch.log_softmax(model.get_output_embeddings()(chunk).float(), dim=-1), k, dim=-1)
@@ -97,13 +102,14 @@ def _reply_token_logprobs(
     prompts: Sequence[Sequence[int]],
     replies: Sequence[Sequence[Sequence[int]]],
     pad_token_id: int,
+    width_multiple: int,
 ) -> tuple[_Packed, Tensor]:
     """The turns packed one per row, and the log-prob of every listed reply's tokens in packing order (flat, fp32)."""
     if len(prompts) != len(replies):
         raise ValueError(f"{len(prompts)} prompts but {len(replies)} reply lists")
     if not prompts or not all(prompts) or not all(listed and all(listed) for listed in replies):
         raise ValueError("listed replies need non-empty prompts, each with one or more non-empty replies")
-    packed = _Packed(prompts, replies, pad_token_id)
+    packed = _Packed(prompts, replies, pad_token_id, width_multiple)
     states = _reply_states(model, packed)
     targets = packed.targets.to(states.device)
     head = model.get_output_embeddings()
@@ -132,12 +138,20 @@ class _Packed:
     the position whose logits predict it, its id and its reply's index. Built from flat lists, one tensor each, and
     the mask by one comparison of segments (0 the prompt, k the k-th reply, -1 padding): a token sees the earlier
     tokens of the prompt and of its own segment (padding: the prompt and earlier padding, never an all-masked row;
-    what padding computes is never read)."""
+    what padding computes is never read). Rows are padded to the longest, rounded up to a multiple of
+    `width_multiple`."""
 
     def __init__(
-        self, prompts: Sequence[Sequence[int]], replies: Sequence[Sequence[Sequence[int]]], pad_token_id: int
+        self,
+        prompts: Sequence[Sequence[int]],
+        replies: Sequence[Sequence[Sequence[int]]],
+        pad_token_id: int,
+        width_multiple: int = 1,
     ) -> None:
-        width = max(packed_length(p, listed) for p, listed in zip(prompts, replies, strict=True))
+        if width_multiple < 1:
+            raise ValueError(f"width_multiple must be at least 1, not {width_multiple}")
+        longest = max(packed_length(p, listed) for p, listed in zip(prompts, replies, strict=True))
+        width = -(-longest // width_multiple) * width_multiple
         ids: list[int] = []
         positions: list[int] = []
         segments: list[int] = []

@@ -78,6 +78,7 @@ def make_generation_backend(config: TrainerConfig, path: str) -> GenerationBacke
         stop=stop,
         kv_cache_mb=config.backend.kv_cache_mb if config.prompt.context == "full" else 0,
         decode_attention=config.backend.decode_attention_impl(),
+        width_multiple=config.backend.score_width_multiple,
     )
 
 

@@ -33,7 +33,11 @@ class TeacherWorker:
             device = resolve_device(config.backend.device)
             self._dtype, self._device = model_dtype(config.precision.cpu_bf16, device), device
             self.backend = HFBackend.from_pretrained(
-                config.models.teacher, device=device, dtype=self._dtype, batch_size=config.backend.teacher_batch_rows
+                config.models.teacher,
+                device=device,
+                dtype=self._dtype,
+                batch_size=config.backend.teacher_batch_rows,
+                width_multiple=config.backend.score_width_multiple,
             )
         self._path = config.models.teacher
         objective = get_objective(config.objective.name)

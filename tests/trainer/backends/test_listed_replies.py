@@ -1,7 +1,8 @@
 """`listed_reply_logprobs` (reply-level OPD's scorer, docs/design/042) on a tiny random Qwen3: every listed reply's
 total log-prob equals a forward of prompt + reply (SDPA and eager attention), prompts of different lengths and lists
 in one batch; its gradient equals the full forwards' gradient; `HFBackend.score_replies` returns the same, token by
-token; the teacher's attachment takes a drawn turn's token log-probs from that forward, as `score` gives them."""
+token; the teacher's attachment takes a drawn turn's token log-probs from that forward, as `score` gives them; rows
+padded to a width multiple change nothing but the shapes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.backends import HFBackend
-from trainer.backends.listed import listed_reply_logprobs
+from trainer.backends.listed import _Packed, listed_reply_logprobs, reply_top_logprobs
 from trainer.batching import attach_teacher_logprobs
 from trainer.rollout import Trajectory, Turn
 
@@ -36,15 +37,20 @@ def _lists(tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]) -> list
     ]
 
 
+@pytest.mark.parametrize("width_multiple", [1, 16])
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_each_reply_scores_as_a_forward_of_prompt_and_reply(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]], attention: str
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[list[int]],
+    attention: str,
+    width_multiple: int,
 ) -> None:
     model = copy.deepcopy(model)
     model.set_attn_implementation(attention)  # boolean mask (SDPA) or additive (eager)
     lists = _lists(tokenizer, prompts)
     with torch.no_grad():
-        got = listed_reply_logprobs(model, prompts, lists, tokenizer.pad_token_id)
+        got = listed_reply_logprobs(model, prompts, lists, tokenizer.pad_token_id, width_multiple)
         for prompt, replies, scores in zip(prompts, lists, got, strict=True):
             expected = torch.stack([_full_forward(model, prompt, reply) for reply in replies])
             torch.testing.assert_close(scores, expected, atol=1e-4, rtol=0)
@@ -73,6 +79,42 @@ def test_the_gradient_is_the_full_forwards_gradient(
     assert len(shared) == len(full) > 0
     for a, b in zip(shared, full, strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
+
+
+def test_rows_padded_to_a_width_multiple_change_nothing_but_the_shapes(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[list[int]]
+) -> None:
+    """`width_multiple` pads the packed rows (few distinct shapes for oneDNN, docs/design/055): the widths are
+    multiples, and the learner's gradient, the backend's token scores and the top tokens are the unpadded ones."""
+    lists = _lists(tokenizer, prompts)
+    longest = max(len(p) + sum(map(len, r)) for p, r in zip(prompts, lists, strict=True))
+    assert longest % 16 != 0  # so that padding happens
+    assert _Packed(prompts, lists, tokenizer.pad_token_id).ids.shape[1] == longest
+    assert _Packed(prompts, lists, tokenizer.pad_token_id, 16).ids.shape[1] == -(-longest // 16) * 16
+    with pytest.raises(ValueError, match="width_multiple"):
+        _Packed(prompts, lists, tokenizer.pad_token_id, 0)
+
+    def gradient(multiple: int) -> list[torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        scores = listed_reply_logprobs(model, prompts, lists, tokenizer.pad_token_id, multiple)
+        sum(torch.linspace(-1.0, 2.0, len(s)) @ s for s in scores).backward()  # type: ignore[union-attr]
+        return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    for a, b in zip(gradient(16), gradient(1), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    model.zero_grad(set_to_none=True)
+    plain = HFBackend(model, eos_token_ids=[], pad_token_id=tokenizer.pad_token_id)
+    padded = HFBackend(model, eos_token_ids=[], pad_token_id=tokenizer.pad_token_id, width_multiple=16)
+    for got, want in zip(padded.score_replies(prompts, lists), plain.score_replies(prompts, lists), strict=True):
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-5, rtol=0)
+    chosen = [replies[0] for replies in lists]
+    with torch.no_grad():
+        tops = [reply_top_logprobs(model, prompts, chosen, 3, tokenizer.pad_token_id, m) for m in (16, 1)]
+    for row, want_row in zip(*tops, strict=True):
+        for position, want in zip(row, want_row, strict=True):
+            assert [i for i, _ in position] == [i for i, _ in want]
+            torch.testing.assert_close(torch.tensor([v for _, v in position]), torch.tensor([v for _, v in want]))
 
 
 def test_score_replies_is_the_scorer_without_gradients_token_by_token(
