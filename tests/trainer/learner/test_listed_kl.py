@@ -31,12 +31,12 @@ def batch(listed_batch: TokenBatch) -> TokenBatch:
     return listed_batch
 
 
-def _learner(path: Path, objective: str, budget: int, **params: object) -> Learner:
+def _learner(path: Path, objective: str, budget: int, width_multiple: int = 1, **params: object) -> Learner:
     torch.manual_seed(0)
     return Learner(
         load_model(path),
         ObjectiveConfig(name=objective, params={"kl_over": "replies", **params}),
-        OptimConfig(lr=3e-2, micro_batch_tokens=budget),
+        OptimConfig(lr=3e-2, micro_batch_tokens=budget, micro_batch_width_multiple=width_multiple),
     )
 
 
@@ -94,14 +94,22 @@ def test_the_token_signal_is_left_to_free_turns(batch: TokenBatch, objective: st
 
 
 @pytest.mark.parametrize("direction", ["reverse", "forward"])
+@pytest.mark.parametrize("width_multiple", [1, 16])
 def test_the_learners_gradient_is_the_mean_kl_over_plain_forwards(
-    tiny_models: TinyModels, batch: TokenBatch, direction: ReplyKl
+    tiny_models: TinyModels, batch: TokenBatch, direction: ReplyKl, width_multiple: int
 ) -> None:
-    """`reply_kl` picks the KL differentiated; the logged `opd/listed_kl` is the reverse one either way."""
+    """`reply_kl` picks the KL differentiated; the logged `opd/listed_kl` is the reverse one either way; rows padded
+    to `optim.micro_batch_width_multiple` (docs/design/055) change nothing but the widths."""
     assert batch.listed is not None
-    learner = _learner(tiny_models.student, "opd", budget=64, reply_kl=direction)  # several chunks
-    assert len(list(batch.listed.chunks(64))) > 3
+    learner = _learner(tiny_models.student, "opd", budget=64, width_multiple=width_multiple, reply_kl=direction)
+    assert len(list(batch.listed.chunks(64))) > 3  # several chunks
+    widths: list[int] = []
+    hook = learner.model.base_model.register_forward_pre_hook(
+        lambda _, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
     metrics = learner._listed_backward(batch, _no_weights(batch), kl_weight=0.7, rl_replies=False)
+    hook.remove()
+    assert len(widths) > 3 and all(width % width_multiple == 0 for width in widths)
     got = [p.grad.clone() for p in learner.model.parameters()]
     learner.model.zero_grad(set_to_none=True)
     reference = _reference_kl(learner.model, batch.listed, direction)
