@@ -154,6 +154,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train nothing: report the runs already finished in --out (a stopped comparison), with the baselines",
     )
+    p.add_argument(
+        "--earlier",
+        metavar="RUNS_JSON",
+        help="with --report-only: also report the runs an earlier report's runs.json records (e.g. the committed "
+        "docs/results/compare-<config>/runs.json) whose folders are not in --out; their settings are not checked",
+    )
     p = sub.add_parser("summary", help="Peak, Final-5, nAUC and cost/speedup to a target success of finished runs")
     p.add_argument("runs", nargs="+", help="run folders (output_dir of `trainer train`)")
     p.add_argument("--target", type=float, help="target held-out success tau for costs and speedups")
@@ -263,7 +269,16 @@ def _run(args: argparse.Namespace) -> int:
         if args.first_seed is not None:
             sizes["first_seed"] = args.first_seed
         out = args.out or default_out
-        compare(args.config, out, args.models, quick=args.quick, sizes=sizes, arms=arms, report_only=args.report_only)
+        compare(
+            args.config,
+            out,
+            args.models,
+            quick=args.quick,
+            sizes=sizes,
+            arms=arms,
+            report_only=args.report_only,
+            earlier=args.earlier,
+        )
         return 0
     if args.command == "summary":
         from trainer.run_summary import summary_table

@@ -150,10 +150,9 @@ def cost_table(spec: CompareSpec, runs: Sequence[ArmRun], out: Path) -> str:
     target)."""
     if spec.target is None:
         return ""
-    costs = {
-        (r.arm, r.seed): summarize(read_metrics(out / "runs" / r.arm / f"seed{r.seed}" / JSONL), spec.target)
-        for r in runs
-    }
+    metrics = {(r.arm, r.seed): out / "runs" / r.arm / f"seed{r.seed}" / JSONL for r in runs}
+    costs = {key: summarize(read_metrics(path), spec.target) for key, path in metrics.items() if path.is_file()}
+    missing = [f"{arm} seed {seed}" for (arm, seed), path in metrics.items() if not path.is_file()]
     tau = f"{spec.target:g}"
     head = f"| arm | seeds reaching {tau} | updates to {tau} | trained tokens to {tau} | learner s to {tau} |"
     if spec.baseline_arm:
@@ -177,9 +176,12 @@ def cost_table(spec: CompareSpec, runs: Sequence[ArmRun], out: Path) -> str:
                 ratios = [ratio for u in ups if (ratio := u[f"{name}_speedup"]) is not None]
                 row += " - |" if not ratios else f" {statistics.geometric_mean(ratios):.2f}x ({len(ratios)} seeds) |"
         lines.append(row)
+    absent = f"\n\nNot in it (their metrics are not here): {', '.join(missing)}." if missing else ""
     return (
         f"Cost to a held-out success of {tau} (DivOPD Table 1; costs at the first evaluation reaching it, mean over "
-        "the seeds that did; speed-ups C_baseline / C_arm per seed, their geometric mean):\n\n" + "\n".join(lines)
+        "the seeds that did; speed-ups C_baseline / C_arm per seed, their geometric mean):\n\n"
+        + "\n".join(lines)
+        + absent
     )
 
 

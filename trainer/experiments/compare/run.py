@@ -308,6 +308,8 @@ class Measured:
     """One result per arm whose search finished (empty without `lr_values`)."""
     search_baselines: Baselines | None
     """Teacher and student on the search's held-out tasks (None without a search)."""
+    earlier: list[ArmRun] = field(default_factory=list)
+    """Those of `runs` taken from an earlier report's runs.json (`earlier_runs`)."""
 
 
 def search_learning_rates(
@@ -348,10 +350,33 @@ def search_learning_rates(
     return results, baselines
 
 
-def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, report_only: bool = False) -> Measured:
+def earlier_runs(spec: CompareSpec, record: Path, found: list[ArmRun]) -> list[ArmRun]:
+    """The runs an earlier report's `runs.json` (`record`) holds for this comparison's arms and seeds that `found`
+    lacks: a comparison whose run folders are gone (another machine, a cleaned disk) reported with the runs that
+    ran since. Taken as recorded: a runs.json keeps no configs, so their settings are not checked."""
+    if not record.is_file():
+        raise ConfigError(f"--earlier {record}: no such file (an earlier report's runs.json)")
+    try:
+        recorded = json.loads(record.read_text())["runs"]
+        runs = [ArmRun(**r) for r in recorded]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"--earlier {record}: not a comparison's runs.json ({exc})") from exc
+    have = {(r.arm, r.seed) for r in found}
+    arms = {arm.name for arm in spec.arms}
+    return [r for r in runs if r.arm in arms and r.seed in spec.seed_range and (r.arm, r.seed) not in have]
+
+
+def run_compare(
+    spec: CompareSpec,
+    out_dir: str | Path,
+    models_dir: str | Path,
+    report_only: bool = False,
+    earlier: Path | None = None,
+) -> Measured:
     """Models (reused or made), the shared baselines, the learning-rate search, then every arm x seed at its
-    chosen learning rate (`report_only`: only the runs already finished in `out`, e.g. of a stopped comparison);
-    results (and the machine's load and the total wall time) also in `out/runs.json`."""
+    chosen learning rate (`report_only`: only the runs already finished in `out`, e.g. of a stopped comparison,
+    and those `earlier_runs` takes from `earlier`); results (and the machine's load and the total wall time) also
+    in `out/runs.json`."""
     out, models = Path(out_dir), Path(models_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs: list[ArmRun] = []
@@ -383,6 +408,10 @@ def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, 
                     )
                 runs.append(finished or run_arm(config, arm, seed, starts[seed]))
                 print(f"compare: {arm.name} seed {seed}: held-out success {runs[-1].success[-1]:.2f}")
+    kept = [] if earlier is None else earlier_runs(spec, earlier, runs)
+    if earlier is not None:
+        print(f"compare: {len(kept)} runs taken from {earlier}")
+    runs = sorted(runs + kept, key=lambda r: r.seed)  # seed-major, as they ran
     machine = {
         "wall_s": sum(r.wall_s for r in runs) if report_only else time.perf_counter() - t_start,
         "wall_of": "the reported runs (sum of their wall times)" if report_only else "the whole comparison",
@@ -392,4 +421,4 @@ def run_compare(spec: CompareSpec, out_dir: str | Path, models_dir: str | Path, 
     }
     record = {"baselines": asdict(baselines), "machine": machine, "runs": [asdict(r) for r in runs]}
     (out / "runs.json").write_text(json.dumps(record, indent=2) + "\n")
-    return Measured(baselines, runs, machine, search, search_baselines)
+    return Measured(baselines, runs, machine, search, search_baselines, kept)

@@ -161,6 +161,7 @@ def test_report_gives_the_cost_to_target_and_the_speedups(tmp_path: Path) -> Non
         ]
         (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         runs.append(ArmRun(arm, seed, [0, 2, 4], [0.07, *success], [30.0] * 3, [0, 1, 2], 1.0, 60.0))
+    runs.append(ArmRun("divopd", 0, [0, 2, 4], [0.07, 0.5, 0.6], [30.0] * 3, [0, 1, 2], 1.0, 60.0))  # no metrics here
     baselines = Baselines(
         student=EvalResult("s", "valid_seen", 35, 0.07, 29.0, 0.0, 5.0, samples=4),
         teacher=EvalResult("t", "valid_seen", 35, 0.84, 12.0, 0.0, 5.0, samples=4),
@@ -175,6 +176,8 @@ def test_report_gives_the_cost_to_target_and_the_speedups(tmp_path: Path) -> Non
     assert rows["opd-async"] == "| opd-async | 2 of 2 | 4 | 400 | 8 | 1.00x (2 seeds) | 1.00x (2 seeds) |"
     assert rows["divopd-focus"] == "| divopd-focus | 1 of 2 | 2 | 200 | 2 | 2.00x (1 seeds) | 4.00x (1 seeds) |"
     assert rows["divopd-base"] == "| divopd-base | 0 of 1 | - | - | - | - | - |"
+    assert "| divopd | " not in "\n".join(rows.values())  # its metrics are gone (an earlier report's run)
+    assert "Not in it (their metrics are not here): divopd seed 0." in text
     assert "runs/divopd-focus/seed0/episodes/" in text and "runs/divopd-focus-takeover/" not in text  # not run
     assert "[divopd-base, seed 1](runs/divopd-base/seed1/episodes/step_000004.html)" in text
     with pytest.raises(ConfigError, match="needs a `target`"):
@@ -230,3 +233,36 @@ def test_the_held_out_line_names_the_families_taken_in_turn() -> None:
     assert mixed.startswith("each of 56 tasks of the eval split taken in turn from its families nq, triviaqa,")
     assert "bamboogle" in mixed
     assert _held_out_tasks(load_spec("atod-ablation")).startswith("each of the first")
+
+
+def test_an_earlier_reports_runs_fill_the_arms_and_seeds_not_here(tmp_path: Path) -> None:
+    """`--earlier`: the runs a committed runs.json records join a report for the arms x seeds whose folders are
+    gone, never in place of a run finished here, never outside the comparison's arms and seeds."""
+    import json
+    from dataclasses import asdict
+
+    import pytest
+
+    from trainer.config import ConfigError
+    from trainer.experiments.compare import compare
+    from trainer.experiments.compare.run import earlier_runs
+
+    spec = load_spec("divopd-ladder").sized(False, {"steps": 4, "eval_every": 2, "seeds": 2})
+
+    def arm_run(arm: str, seed: int, final: float) -> ArmRun:
+        return ArmRun(arm, seed, [0, 2, 4], [0.07, final / 2, final], [30.0] * 3, [0, 1, 2], 1.0, 60.0)
+
+    recorded = [arm_run("opd-async", 0, 0.3), arm_run("opd-async", 1, 0.4), arm_run("divopd", 0, 0.5)]
+    recorded += [arm_run("grpo", 0, 0.1), arm_run("divopd", 2, 0.6)]  # not an arm here; a seed beyond the two
+    record = tmp_path / "runs.json"
+    record.write_text(json.dumps({"runs": [asdict(r) for r in recorded]}))
+    here = [arm_run("opd-async", 0, 0.9)]
+    kept = earlier_runs(spec, record, here)
+    assert [(r.arm, r.seed, r.success[-1]) for r in kept] == [("opd-async", 1, 0.4), ("divopd", 0, 0.5)]
+    with pytest.raises(ConfigError, match="no such file"):
+        earlier_runs(spec, tmp_path / "missing.json", here)
+    (tmp_path / "other.json").write_text(json.dumps({"runs": [{"arm": "opd"}]}))
+    with pytest.raises(ConfigError, match="not a comparison's runs"):
+        earlier_runs(spec, tmp_path / "other.json", here)
+    with pytest.raises(ConfigError, match="needs --report-only"):
+        compare("divopd-ladder", tmp_path / "out", earlier=record)
