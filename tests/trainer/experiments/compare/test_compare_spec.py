@@ -312,3 +312,14 @@ def test_the_long_searchqa_comparison_doubles_the_steps_and_scales_atods_anneal(
     atod = build_config("atod", after["atod-forward"].objective.params)
     assert (atod.token_kl, atod.tdur, atod.anneal, atod.coef_anneal_steps) == ("forward", "turn", True, 60)
     assert [(c["better"], c["worse"]) for c in long.claims] == [("atod-forward", "opd-forward")]
+
+
+def test_the_fig4_comparison_runs_the_atod_arms_as_the_searched_ladder_comparison_did() -> None:
+    """atod-ladder-fig4 continues atod-ladder's ATOD arms without its search: each at the rate the search chose."""
+    ladder, fig4 = load_spec("atod-ladder"), load_spec("atod-ladder-fig4")
+    assert not fig4.lr_values and [a.name for a in fig4.arms] == [a.name for a in ladder.arms]
+    chosen = 1.25e-4  # atod-ladder's search, for OPD and every ATOD arm (its report)
+    for arm, same in zip(ladder.arms, fig4.arms, strict=True):
+        if arm.objective in ("opd", "atod"):
+            searched = arm_config(ladder, arm, 1, Path("out"), Path("none"), "127.0.0.1:1", chosen)
+            assert arm_config(fig4, same, 1, Path("out"), Path("none"), "127.0.0.1:1") == searched
