@@ -350,20 +350,24 @@ def search_learning_rates(
     return results, baselines
 
 
-def earlier_runs(spec: CompareSpec, record: Path, found: list[ArmRun]) -> list[ArmRun]:
-    """The runs an earlier report's `runs.json` (`record`) holds for this comparison's arms and seeds that `found`
-    lacks: a comparison whose run folders are gone (another machine, a cleaned disk) reported with the runs that
-    ran since. Taken as recorded: a runs.json keeps no configs, so their settings are not checked."""
+def read_run_record(record: Path) -> list[ArmRun]:
+    """Every run an earlier report's `runs.json` (`record`) holds; a missing or foreign file is a ConfigError (read
+    before a comparison starts its server, so a wrong path fails at once)."""
     if not record.is_file():
         raise ConfigError(f"--earlier {record}: no such file (an earlier report's runs.json)")
     try:
-        recorded = json.loads(record.read_text())["runs"]
-        runs = [ArmRun(**r) for r in recorded]
+        return [ArmRun(**r) for r in json.loads(record.read_text())["runs"]]
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"--earlier {record}: not a comparison's runs.json ({exc})") from exc
+
+
+def earlier_runs(spec: CompareSpec, recorded: list[ArmRun], found: list[ArmRun]) -> list[ArmRun]:
+    """The `recorded` runs (`read_run_record`) for this comparison's arms and seeds that `found` lacks: a
+    comparison whose run folders are gone (another machine, a cleaned disk) reported with the runs that ran since.
+    Taken as recorded: a runs.json keeps no configs, so their settings are not checked."""
     have = {(r.arm, r.seed) for r in found}
     arms = {arm.name for arm in spec.arms}
-    return [r for r in runs if r.arm in arms and r.seed in spec.seed_range and (r.arm, r.seed) not in have]
+    return [r for r in recorded if r.arm in arms and r.seed in spec.seed_range and (r.arm, r.seed) not in have]
 
 
 def run_compare(
@@ -377,6 +381,7 @@ def run_compare(
     chosen learning rate (`report_only`: only the runs already finished in `out`, e.g. of a stopped comparison,
     and those `earlier_runs` takes from `earlier`); results (and the machine's load and the total wall time) also
     in `out/runs.json`."""
+    recorded = None if earlier is None else read_run_record(earlier)
     out, models = Path(out_dir), Path(models_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs: list[ArmRun] = []
@@ -408,7 +413,7 @@ def run_compare(
                     )
                 runs.append(finished or run_arm(config, arm, seed, starts[seed]))
                 print(f"compare: {arm.name} seed {seed}: held-out success {runs[-1].success[-1]:.2f}")
-    kept = [] if earlier is None else earlier_runs(spec, earlier, runs)
+    kept = [] if recorded is None else earlier_runs(spec, recorded, runs)
     if earlier is not None:
         print(f"compare: {len(kept)} runs taken from {earlier}")
     runs = sorted(runs + kept, key=lambda r: r.seed)  # seed-major, as they ran

@@ -245,7 +245,7 @@ def test_an_earlier_reports_runs_fill_the_arms_and_seeds_not_here(tmp_path: Path
 
     from trainer.config import ConfigError
     from trainer.experiments.compare import compare
-    from trainer.experiments.compare.run import earlier_runs
+    from trainer.experiments.compare.run import earlier_runs, read_run_record
 
     spec = load_spec("divopd-ladder").sized(False, {"steps": 4, "eval_every": 2, "seeds": 2})
 
@@ -257,12 +257,16 @@ def test_an_earlier_reports_runs_fill_the_arms_and_seeds_not_here(tmp_path: Path
     record = tmp_path / "runs.json"
     record.write_text(json.dumps({"runs": [asdict(r) for r in recorded]}))
     here = [arm_run("opd-async", 0, 0.9)]
-    kept = earlier_runs(spec, record, here)
+    kept = earlier_runs(spec, read_run_record(record), here)
     assert [(r.arm, r.seed, r.success[-1]) for r in kept] == [("opd-async", 1, 0.4), ("divopd", 0, 0.5)]
     with pytest.raises(ConfigError, match="no such file"):
-        earlier_runs(spec, tmp_path / "missing.json", here)
+        read_run_record(tmp_path / "missing.json")
     (tmp_path / "other.json").write_text(json.dumps({"runs": [{"arm": "opd"}]}))
     with pytest.raises(ConfigError, match="not a comparison's runs"):
-        earlier_runs(spec, tmp_path / "other.json", here)
+        read_run_record(tmp_path / "other.json")
+    # a wrong file fails before the comparison makes its folder, starts a server or reads models
+    with pytest.raises(ConfigError, match="no such file"):
+        compare("divopd-ladder", tmp_path / "out", tmp_path / "no-models", report_only=True, earlier=tmp_path / "x")
+    assert not (tmp_path / "out").exists()
     with pytest.raises(ConfigError, match="needs --report-only"):
         compare("divopd-ladder", tmp_path / "out", earlier=record)
