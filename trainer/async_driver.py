@@ -224,7 +224,7 @@ def _learn(config: TrainerConfig, actors: _Actors, out: Path, resume_from: str |
     stop = threading.Event()
     producers = [_Producer(i, actors, config, next_tasks, published, log, stop) for i in range(len(actors.producers))]
     composer = SyncGroups("history")
-    logger = MetricsLogger.for_run(config, out)
+    logger = MetricsLogger.for_run(config, out, resumed=resume_from is not None)
     evaluator = _evaluator(config, actors, out) if config.eval.every else None
     need = config.divopd.min_rows or config.divopd.batch_rows
     checkpoint = resume_from

@@ -117,7 +117,7 @@ def _loop(
     sampler = TaskSampler(training_tasks(config.env, workers), config.seed, start_draw=draws)
     composer = SyncGroups(config.prompt.context)
     eval_tasks = held_out_tasks(config, workers) if config.eval.every else {}
-    logger = MetricsLogger.for_run(config, out)
+    logger = MetricsLogger.for_run(config, out, resumed=resume_from is not None)
     checkpoint = resume_from
     metrics: dict[str, float] = {}
     bar = tqdm(range(start, config.steps), initial=start, total=config.steps, disable=not progress, desc="train")

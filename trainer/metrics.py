@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,9 @@ from trainer.objectives.pbr import PBR_LOSS
 
 JSONL = "metrics.jsonl"
 PLOT = "training.png"
+RUN_TIME = "time/run_s"
+"""Wall seconds of the run's training loop at each record, over every attempt: a resumed run's logger starts from
+the time of the last record the run had (`run_time`)."""
 CORE_PLOTTED: tuple[str, ...] = (
     names.SUCCESS_RATE,
     names.MEAN_TURNS,
@@ -43,22 +47,26 @@ class MetricsLogger:
     """Appends one record per step to `metrics.jsonl` and hands it to each sink (`trainer.metric_sinks`:
     TensorBoard by default, wandb, MLflow); `plot()` draws the PNG."""
 
-    def __init__(self, output_dir: str | Path, sinks: Sequence[Sink] = ()) -> None:
+    def __init__(self, output_dir: str | Path, sinks: Sequence[Sink] = (), run_s_before: float = 0.0) -> None:
         self.dir = Path(output_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / JSONL
         self._sinks = list(sinks)
+        self._started = time.perf_counter() - run_s_before
 
     @classmethod
-    def for_run(cls, config: TrainerConfig, output_dir: str | Path) -> MetricsLogger:
-        """The logger of a training run: the sinks of `config.logging`, given the whole config."""
+    def for_run(cls, config: TrainerConfig, output_dir: str | Path, resumed: bool = False) -> MetricsLogger:
+        """The logger of a training run: the sinks of `config.logging`, given the whole config; a `resumed` run's
+        `RUN_TIME` goes on from its earlier attempts'."""
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
-        return cls(out, open_sinks(config.logging, out, config.model_dump(mode="json")))
+        before = run_time(read_metrics(out / JSONL)) if resumed else 0.0
+        return cls(out, open_sinks(config.logging, out, config.model_dump(mode="json")), before)
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Write one record (NaN becomes null in JSON and is left out of the sinks)."""
+        """Write one record, with the run's `RUN_TIME` (NaN becomes null in JSON and is left out of the sinks)."""
         clean = {k: (None if isinstance(v, float) and math.isnan(v) else float(v)) for k, v in metrics.items()}
+        clean[RUN_TIME] = time.perf_counter() - self._started
         with self.path.open("a") as fh:
             fh.write(json.dumps({"step": step, **clean}, sort_keys=True) + "\n")
         present = {key: value for key, value in clean.items() if value is not None}
@@ -72,6 +80,11 @@ class MetricsLogger:
     def plot(self, keys: Sequence[str] = PLOTTED) -> Path:
         """Draw every logged key of `keys` against the step into `training.png`."""
         return plot_metrics(read_metrics(self.path), self.dir / PLOT, keys)
+
+
+def run_time(records: Sequence[Mapping[str, Any]]) -> float:
+    """The run's wall seconds at its last record (0 where no record has `RUN_TIME`: logged before it was)."""
+    return next((float(r[RUN_TIME]) for r in reversed(records) if r.get(RUN_TIME) is not None), 0.0)
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ import torch
 from trainer.batching import SyncGroups
 from trainer.config import TrainerConfig
 from trainer.driver import train, train_step
-from trainer.metrics import CORE_PLOTTED, read_metrics
+from trainer.metrics import CORE_PLOTTED, RUN_TIME, read_metrics
 from trainer.rollout import SamplingSettings
 from trainer.workers import WorkerGroup
 
@@ -55,7 +55,11 @@ def test_atod_run_logs_diagnostics_checkpoints_and_resumes(
     resumed = train(config.model_copy(update={"steps": 3, "checkpoint_keep": 1}), progress=False)
     assert resumed.final_step == 3
     assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["step_000003"]
-    assert [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == [0, 1, 2, 3]  # no 2nd step 0
+    after = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in after] == [0, 1, 2, 3]  # no 2nd step 0
+    # the run's wall time goes on from the first attempt's: every record's later than the one before
+    times = [r[RUN_TIME] for r in after]
+    assert times == sorted(times) and times[0] > 0 and times[3] > times[2] == records[1][RUN_TIME]
     assert read_metrics(tmp_path / "run" / "metrics.jsonl")[3]["hybrid/kl_coef"] == pytest.approx(0.1)
     assert json.loads((tmp_path / "run" / "config.json").read_text())["steps"] == 3
 

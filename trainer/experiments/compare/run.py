@@ -18,7 +18,7 @@ from trainer.driver import train
 from trainer.eval import EvalResult, evaluate
 from trainer.experiments.compare.lr_search import SEARCH_RECORD, SearchResult, search_result
 from trainer.experiments.compare.spec import Arm, CompareSpec
-from trainer.metrics import read_metrics
+from trainer.metrics import read_metrics, run_time
 from trainer.models.ladder import RECORD as LADDER_RECORD
 from trainer.models.ladder import made_ladder_models
 from trainer.quickstart.models import SFT_MARKER, SHIPPED, expert_episodes, make_models, sft_from_expert
@@ -250,12 +250,16 @@ def continued(config: TrainerConfig) -> bool:
 def run_arm(config: TrainerConfig, arm: Arm, seed: int, start: EvalResult) -> ArmRun:
     """Train one arm x seed (a stopped attempt continues from its newest checkpoint when the config resumes, else
     its folder is cleared first: metrics.jsonl appends), read its curve and record it next to the run
-    (`RUN_RECORD`, with its config)."""
-    if not continued(config):
+    (`RUN_RECORD`, with its config). Its wall time counts the earlier attempts' training up to the checkpoint it
+    continued from (their metrics' `RUN_TIME`) and this attempt's whole `train` call."""
+    before = 0.0
+    if continued(config):
+        before = run_time(read_metrics(Path(config.output_dir) / "metrics.jsonl"))
+    else:
         shutil.rmtree(config.output_dir, ignore_errors=True)
     t0 = time.perf_counter()
     result = train(config, progress=False)
-    run = read_curve(arm, seed, result.output_dir, start, time.perf_counter() - t0)
+    run = read_curve(arm, seed, result.output_dir, start, before + time.perf_counter() - t0)
     record = {"config": config.model_dump(mode="json"), "run": asdict(run)}
     (result.output_dir / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return run

@@ -12,6 +12,7 @@ import pytest
 from trainer.cli import main
 from trainer.experiments.compare import load_spec
 from trainer.experiments.compare.run import arm_config
+from trainer.metrics import read_metrics, run_time
 
 ARMS = ["divopd", "branchopd", "atod"]  # in the config's order
 
@@ -81,6 +82,7 @@ def test_quick_long_comparison_searches_learning_rates_then_resumes(
     for run in search["runs"]:
         assert run["steps"] == [0, 2]
     assert [r["steps"] for r in json.loads((out / "runs.json").read_text())["runs"]] == [[0, 2, 4]] * 2
+    first = {arm: run_time(read_metrics(out / "runs" / arm / "seed0" / "metrics.jsonl")) for arm in ("opd", "atod")}
     capsys.readouterr()
     out = out.rename(tmp_path / "moved")  # a moved comparison keeps its runs
     argv[argv.index("--out") + 1] = str(out)
@@ -91,7 +93,11 @@ def test_quick_long_comparison_searches_learning_rates_then_resumes(
         assert f"compare: continuing {out / 'runs' / arm / 'seed0'} from step 4" in printed
         metrics = (out / "runs" / arm / "seed0" / "metrics.jsonl").read_text().splitlines()
         assert [json.loads(line)["step"] for line in metrics] == [1, 2, 3, 4, 5, 6]  # nothing trained twice
-    assert [r["steps"] for r in json.loads((out / "runs.json").read_text())["runs"]] == [[0, 2, 4, 6]] * 2
+    continued_runs = json.loads((out / "runs.json").read_text())["runs"]
+    assert [r["steps"] for r in continued_runs] == [[0, 2, 4, 6]] * 2
+    for run in continued_runs:  # its wall time: the first attempt's training to step 4, then the second attempt's
+        total = run_time(read_metrics(out / "runs" / run["arm"] / "seed0" / "metrics.jsonl"))
+        assert run["wall_s"] >= total > first[run["arm"]] > 0
     report = (out / "report.md").read_text()
     assert "NARROWED: steps=6, 2 of 4 arms" in report and "## Learning-rate search" in report
 
