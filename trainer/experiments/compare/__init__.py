@@ -56,7 +56,7 @@ def compare(
     if len(measured.runs) < spec.seeds * len(spec.arms):
         total = spec.seeds * len(spec.arms)
         label += f"; {len(measured.runs)} of {total} arm x seed runs had finished, the rest did not run"
-    if record is not None:
+    if measured.earlier:
         label += f"; {len(measured.earlier)} runs as {record} records them (their folders are not here)"
     report = write_report(spec, measured, Path(out_dir), label)
     print(f"compare report: {report}")
