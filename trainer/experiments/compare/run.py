@@ -18,7 +18,7 @@ from trainer.driver import train
 from trainer.eval import EvalResult, evaluate
 from trainer.experiments.compare.lr_search import SEARCH_RECORD, SearchResult, search_result
 from trainer.experiments.compare.spec import Arm, CompareSpec
-from trainer.metrics import read_metrics, run_time
+from trainer.metrics import JSONL, read_metrics, run_time
 from trainer.models.ladder import RECORD as LADDER_RECORD
 from trainer.models.ladder import made_ladder_models
 from trainer.quickstart.models import SFT_MARKER, SHIPPED, expert_episodes, make_models, sft_from_expert
@@ -254,7 +254,7 @@ def run_arm(config: TrainerConfig, arm: Arm, seed: int, start: EvalResult) -> Ar
     continued from (their metrics' `RUN_TIME`) and this attempt's whole `train` call."""
     before = 0.0
     if continued(config):
-        before = run_time(read_metrics(Path(config.output_dir) / "metrics.jsonl"))
+        before = run_time(read_metrics(Path(config.output_dir) / JSONL))
     else:
         shutil.rmtree(config.output_dir, ignore_errors=True)
     t0 = time.perf_counter()
