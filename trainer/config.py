@@ -429,6 +429,12 @@ class OptimConfig(_Section):
     gradient_checkpointing: bool = Field(
         False, description="Recompute each decoder layer's activations in backward (HF gradient checkpointing)."
     )
+    train_embeddings: bool = Field(
+        True,
+        description="Train the token embedding table (and the output projection when the model ties them). False: "
+        "both frozen in the learner and the SFT, with no gradient or AdamW moments (SmolLM2's 28M of 135M "
+        "parameters: 0.34 GB less at the update's peak; docs/design/057). Papers: every parameter trained.",
+    )
     adamw: Literal["auto", "fused", "foreach", "loop"] = Field(
         "auto",
         description="torch AdamW implementation (the same update). auto: fused on the CPU (one pass per tensor, no "

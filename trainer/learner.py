@@ -53,7 +53,7 @@ from trainer.errors import ObjectiveError
 from trainer.learner_dist import LogprobModel, all_reduce_max, all_reduce_sum, rank_rows, shard, world
 from trainer.lr_schedule import lr_factor
 from trainer.memory import trim_heap
-from trainer.models.loading import SHARDED_DIR
+from trainer.models.loading import SHARDED_DIR, freeze_embeddings, trainable_parameters
 from trainer.objectives.batch import TokenBatch
 from trainer.objectives.diagnostics import LISTED_KL
 from trainer.objectives.listed import ListedTurns, listed_kl, most_divergent
@@ -173,6 +173,8 @@ class Learner:
         (what `make gpu-check` runs on one GPU)."""
         if optim.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if not optim.train_embeddings:
+            freeze_embeddings(model)
         self.model = model.to(self.device)
         self.model.train()
         self.scorer = LogprobModel(self.model, optim.logprob_chunk_tokens)
@@ -191,7 +193,7 @@ class Learner:
         self.pbr = pbr
         """Protocol-boundary repair term added to the loss when the batch carries constraints (None: off)."""
         self.optimizer = make_adamw(
-            self.model.parameters(),
+            trainable_parameters(self.model),
             lr=optim.lr,
             betas=optim.betas,
             weight_decay=optim.weight_decay,

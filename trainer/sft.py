@@ -15,6 +15,7 @@ from trainer.backends.base import SamplingSettings
 from trainer.backends.hf import HFBackend
 from trainer.learner_dist import LogprobModel
 from trainer.lr_schedule import LrSchedule, lr_factor
+from trainer.models.loading import embeddings_frozen, trainable_parameters
 from trainer.precision import autocast
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ def learner_budget(optim: OptimConfig) -> dict[str, Any]:
         "adamw": optim.adamw,
         "micro_batch_tokens": optim.micro_batch_tokens,
         "micro_batch_width_multiple": optim.micro_batch_width_multiple,
+        "train_embeddings": optim.train_embeddings,
     }
 
 
@@ -121,6 +123,7 @@ def sft_train(
     adamw: AdamwImpl = "auto",
     micro_batch_tokens: int = 0,
     micro_batch_width_multiple: int = 1,
+    train_embeddings: bool = True,
 ) -> dict[str, float]:
     """Train `model` in place for `steps` AdamW steps; returns {first_loss, last_loss, steps, tokens, seconds}.
 
@@ -134,6 +137,8 @@ def sft_train(
     example each), gradients accumulated to the whole batch's (0: the batch at once); activations scale with it.
     `micro_batch_width_multiple`: each part padded to a multiple of this many tokens (few distinct shapes: the
     learner's `optim.micro_batch_width_multiple`, docs/design/039).
+    `train_embeddings` False: the token embedding table (and a tied output projection) stays as it is, with no
+    gradient or AdamW state (`optim.train_embeddings`); it trains again after the SFT.
     """
     if not examples:
         raise ValueError("sft_train needs at least one example")
@@ -142,37 +147,38 @@ def sft_train(
     rng = random.Random(seed)
     torch.manual_seed(seed)
     device = next(model.parameters()).device
-    optimizer = make_adamw(model.parameters(), lr=lr, weight_decay=weight_decay, impl=adamw, device=device)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: sft_lr_factor(schedule, done, steps))
-    model.train()
-    pending: list[list[Example]] = []
-    losses: list[float] = []
-    tokens = 0
-    start = time.perf_counter()
-    for step in range(1, steps + 1):
-        if not pending:
-            pending = _token_budget_batches(examples, batch_tokens, rng)
-        batch = pending.pop()
-        labelled = sum(len(response) for _, response in batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss = 0.0
-        for part in _pack(batch, micro_batch_tokens):
-            ids, mask, labels = (
-                t.to(device) for t in _collate(part, tokenizer.pad_token_id, micro_batch_width_multiple)
-            )
-            with autocast(device, cpu_bf16):
-                part_loss = response_loss(model, ids, mask, labels, targets_only=targets_only)
-            share = sum(len(response) for _, response in part) / labelled
-            (part_loss * share).backward()  # the batch's mean over labelled tokens, accumulated
-            loss += float(part_loss.detach()) * share
-            tokens += int(mask.sum())
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        optimizer.step()
-        current_lr = float(scheduler.get_last_lr()[0])
-        scheduler.step()
-        losses.append(loss)
-        if log_fn is not None and (step % log_every == 0 or step == steps):
-            log_fn({"step": float(step), "loss": losses[-1], "grad_norm": float(grad_norm), "lr": current_lr})
+    with embeddings_frozen(model, not train_embeddings):
+        optimizer = make_adamw(trainable_parameters(model), lr=lr, weight_decay=weight_decay, impl=adamw, device=device)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: sft_lr_factor(schedule, done, steps))
+        model.train()
+        pending: list[list[Example]] = []
+        losses: list[float] = []
+        tokens = 0
+        start = time.perf_counter()
+        for step in range(1, steps + 1):
+            if not pending:
+                pending = _token_budget_batches(examples, batch_tokens, rng)
+            batch = pending.pop()
+            labelled = sum(len(response) for _, response in batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss = 0.0
+            for part in _pack(batch, micro_batch_tokens):
+                ids, mask, labels = (
+                    t.to(device) for t in _collate(part, tokenizer.pad_token_id, micro_batch_width_multiple)
+                )
+                with autocast(device, cpu_bf16):
+                    part_loss = response_loss(model, ids, mask, labels, targets_only=targets_only)
+                share = sum(len(response) for _, response in part) / labelled
+                (part_loss * share).backward()  # the batch's mean over labelled tokens, accumulated
+                loss += float(part_loss.detach()) * share
+                tokens += int(mask.sum())
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+            optimizer.step()
+            current_lr = float(scheduler.get_last_lr()[0])
+            scheduler.step()
+            losses.append(loss)
+            if log_fn is not None and (step % log_every == 0 or step == steps):
+                log_fn({"step": float(step), "loss": losses[-1], "grad_norm": float(grad_norm), "lr": current_lr})
     model.eval()
     return {
         "first_loss": losses[0] if losses else float("nan"),

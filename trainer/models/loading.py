@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +136,29 @@ def check_same_tokenizer(a: PreTrainedTokenizerBase, b: PreTrainedTokenizerBase)
             "teacher and student must share one tokenizer (teacher log-probs are compared token by token): "
             + "; ".join(problems)
         )
+
+
+def freeze_embeddings(model: torch.nn.Module) -> int:
+    """Stop training `model`'s token embedding table (the output projection too when tied to it); the number of
+    parameters frozen (`optim.train_embeddings`)."""
+    table = model.get_input_embeddings().weight  # type: ignore[operator]
+    table.requires_grad_(False)
+    return table.numel()
+
+
+@contextmanager
+def embeddings_frozen(model: torch.nn.Module, frozen: bool = True) -> Iterator[None]:
+    """`freeze_embeddings` for the block's duration (nothing when not `frozen`); the table trains again after."""
+    if not frozen:
+        yield
+        return
+    freeze_embeddings(model)
+    try:
+        yield
+    finally:
+        model.get_input_embeddings().weight.requires_grad_(True)  # type: ignore[operator]
+
+
+def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters of `model` that train (those the optimizer holds state for)."""
+    return [p for p in model.parameters() if p.requires_grad]

@@ -120,6 +120,26 @@ def test_step_updates_the_weights(tiny_models: TinyModels, batch: TokenBatch) ->
     assert any(not torch.equal(a, b) for a, b in zip(before, learner.model.parameters(), strict=True))
 
 
+def test_frozen_embeddings_keep_their_values_and_hold_no_optimizer_state(
+    tiny_models: TinyModels, batch: TokenBatch
+) -> None:
+    """`optim.train_embeddings` False: a step moves every weight but the (tied) embedding table, which has no
+    gradient and no AdamW moments; the other weights' state is as with every parameter trained."""
+    torch.manual_seed(0)
+    learner = Learner(
+        load_model(tiny_models.student), ObjectiveConfig(name="grpo"), OptimConfig(lr=1e-2, train_embeddings=False)
+    )
+    table = learner.model.get_input_embeddings().weight
+    before = {name: p.detach().clone() for name, p in learner.model.named_parameters()}
+    learner.step(batch)
+    for name, p in learner.model.named_parameters():
+        assert torch.equal(p, before[name]) == (p is table), name
+    assert table.grad is None and table not in learner.optimizer.state
+    trained = _learner(tiny_models.student, "grpo", budget=4096)
+    trained.step(batch)
+    assert len(learner.optimizer.state) == len(trained.optimizer.state) - 1
+
+
 def test_atod_step_logs_schedule_and_tdur(tiny_models: TinyModels, batch: TokenBatch) -> None:
     metrics = _learner(tiny_models.student, "atod", budget=4096).step(batch)
     for key in ("hybrid/kl_coef", "hybrid/rl_coef", "tdur/active_ratio", "tdur/mean_weight", "tdur/gap_mean"):

@@ -180,9 +180,30 @@ def test_an_sft_under_a_config_takes_its_learners_budget(tokenizer: PreTrainedTo
     one width per batch)."""
     optim = OptimConfig(micro_batch_tokens=24, micro_batch_width_multiple=16, adamw="foreach")
     budget = learner_budget(optim)
-    assert budget == {"adamw": "foreach", "micro_batch_tokens": 24, "micro_batch_width_multiple": 16}
+    assert budget == {
+        "adamw": "foreach",
+        "micro_batch_tokens": 24,
+        "micro_batch_width_multiple": 16,
+        "train_embeddings": True,
+    }
     examples = [
         (tokenizer.encode(p), [*tokenizer.encode(r), tokenizer.eos_token_id]) for p, r in [_pair("open", "fridge", 1)]
     ]
     result = sft_train(make_tiny_model(tokenizer, seed=0), tokenizer, examples * 3, steps=1, batch_tokens=128, **budget)
     assert result["steps"] == 1  # the keywords are sft_train's own
+
+
+def test_an_sft_with_frozen_embeddings_leaves_the_table_and_trains_the_rest(tokenizer: PreTrainedTokenizerBase) -> None:
+    """`train_embeddings` False (`optim.train_embeddings`): the tied embedding table and output projection keep
+    their values through the SFT while every other weight moves, and the table trains again afterwards."""
+    examples = [
+        (tokenizer.encode(p), [*tokenizer.encode(r), tokenizer.eos_token_id]) for p, r in [_pair("open", "fridge", 1)]
+    ]
+    model = make_tiny_model(tokenizer, seed=0)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    sft_train(model, tokenizer, examples * 3, steps=3, lr=1e-2, batch_tokens=128, train_embeddings=False)
+    table = model.get_input_embeddings().weight
+    assert table is model.get_output_embeddings().weight  # tied: one frozen tensor
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]) == (p is table), name
+    assert table.requires_grad
